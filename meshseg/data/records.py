@@ -1,0 +1,187 @@
+"""TFRecord schema of the tensorflow-graphics mesh-segmentation demo.
+
+One mesh is one `tf.train.Example` with five features:
+
+- `num_vertices`: int64 scalar V.
+- `num_triangles`: int64 scalar T.
+- `vertices`: bytes of `tf.io.serialize_tensor` of a float32 [V, 3] tensor.
+- `triangles`: bytes of `tf.io.serialize_tensor` of an int32 [T, 3] tensor of
+  vertex indices.
+- `labels`: bytes of `tf.io.serialize_tensor` of an int32 [V] tensor, one class
+  label >= 0 per vertex (-1 is the pipeline's padding marker, so it is refused).
+
+The demo's own `Dancer_*.tfrecords` files use exactly this schema, so they are
+read unchanged by `parse_mesh_record`.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+FEATURE_SPEC = {
+    "num_vertices": tf.io.FixedLenFeature([], tf.int64),
+    "num_triangles": tf.io.FixedLenFeature([], tf.int64),
+    "vertices": tf.io.FixedLenFeature([], tf.string),
+    "triangles": tf.io.FixedLenFeature([], tf.string),
+    "labels": tf.io.FixedLenFeature([], tf.string),
+}
+
+_TENSOR_DTYPES = {
+    "vertices": tf.float32,
+    "triangles": tf.int32,
+    "labels": tf.int32,
+}
+
+
+def _bytes_feature(value: bytes) -> tf.train.Feature:
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
+
+
+def _int64_feature(value: int) -> tf.train.Feature:
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+
+
+def mesh_to_example(
+    vertices: np.ndarray, triangles: np.ndarray, labels: np.ndarray
+) -> bytes:
+    """Serialises one labelled mesh as a `tf.train.Example`.
+
+    Args:
+      vertices: [V, 3] float array of vertex positions; float64 is cast to
+        float32.
+      triangles: [T, 3] integer array of vertex indices; int64 is cast to int32.
+      labels: [V] integer array of per-vertex class labels; cast to int32.
+
+    Returns:
+      The serialised `tf.train.Example` (bytes) in the demo schema.
+
+    Raises:
+      ValueError: if an array has the wrong rank or last dimension, or the
+        number of labels differs from the number of vertices.
+    """
+    vertices = np.asarray(vertices, dtype=np.float32)
+    triangles = np.asarray(triangles, dtype=np.int32)
+    labels = np.asarray(labels, dtype=np.int32)
+    if vertices.ndim != 2 or vertices.shape[1] != 3:
+        raise ValueError(f"vertices must have shape [V, 3], got {vertices.shape}")
+    if triangles.ndim != 2 or triangles.shape[1] != 3:
+        raise ValueError(f"triangles must have shape [T, 3], got {triangles.shape}")
+    if labels.shape != (vertices.shape[0],):
+        raise ValueError(
+            f"labels must have shape [V] = [{vertices.shape[0]}], got {labels.shape}"
+        )
+    feature = {
+        "num_vertices": _int64_feature(vertices.shape[0]),
+        "num_triangles": _int64_feature(triangles.shape[0]),
+        "vertices": _bytes_feature(tf.io.serialize_tensor(vertices).numpy()),
+        "triangles": _bytes_feature(tf.io.serialize_tensor(triangles).numpy()),
+        "labels": _bytes_feature(tf.io.serialize_tensor(labels).numpy()),
+    }
+    example = tf.train.Example(features=tf.train.Features(feature=feature))
+    return example.SerializeToString()
+
+
+def _assert_serialized_dtype(
+    serialized: tf.Tensor, name: str, source: tf.Tensor | str
+) -> tf.Operation:
+    """Asserts that a serialised TensorProto holds the schema's dtype for `name`."""
+    expected = _TENSOR_DTYPES[name]
+    _, (dtype_enum,) = tf.io.decode_proto(
+        serialized, "tensorflow.TensorProto", ["dtype"], [tf.int32]
+    )
+    return tf.debugging.Assert(
+        tf.reduce_all(tf.equal(dtype_enum, expected.as_datatype_enum)),
+        ["Bad mesh record in", source, f": '{name}' must be {expected.name}, "
+         "got DataType enum", dtype_enum],
+    )
+
+
+def _has_shape(shape: tf.Tensor, expected: tf.Tensor) -> tf.Tensor:
+    """True when the int32 shape vector `shape` equals `expected` (any rank)."""
+    return tf.cond(
+        tf.equal(tf.size(shape), tf.size(expected)),
+        lambda: tf.reduce_all(tf.equal(shape, expected)),
+        lambda: tf.constant(False),
+    )
+
+
+def parse_mesh_record(
+    serialized: tf.Tensor, source: tf.Tensor | str = "<unknown>"
+) -> dict[str, tf.Tensor]:
+    """Parses one serialised mesh `tf.train.Example` with TF ops.
+
+    Usable inside `tf.data.Dataset.map`. The record is checked for consistency;
+    a failed check raises at iteration time with `source` in the message. Only
+    bytes that are not a `tf.train.Example` at all raise without `source`.
+
+    Args:
+      serialized: scalar tf.string tensor, one serialised `tf.train.Example`.
+      source: scalar string (Python or tf.string) naming where the record came
+        from, e.g. the shard file name; only used in error messages.
+
+    Returns:
+      A dict with
+        'vertices': float32 [V, 3] vertex positions,
+        'triangles': int32 [T, 3] vertex indices,
+        'labels': int32 [V] per-vertex class labels, all >= 0,
+        'num_vertices': int32 scalar V,
+        'num_triangles': int32 scalar T.
+
+    Raises:
+      tf.errors.InvalidArgumentError: at iteration time, if a feature is
+        missing, a tensor has the wrong dtype or shape, a count disagrees
+        with its tensor, a triangle references a vertex outside [0, V), or a
+        label is negative.
+    """
+    # The batched parser puts `example_names` into its missing-feature errors.
+    record = tf.io.parse_example(
+        tf.reshape(serialized, [1]),
+        FEATURE_SPEC,
+        example_names=tf.reshape(tf.convert_to_tensor(source, tf.string), [1]),
+    )
+    record = {name: value[0] for name, value in record.items()}
+    dtype_checks = [
+        _assert_serialized_dtype(record[name], name, source) for name in _TENSOR_DTYPES
+    ]
+    with tf.control_dependencies(dtype_checks):
+        vertices = tf.io.parse_tensor(record["vertices"], tf.float32)
+        triangles = tf.io.parse_tensor(record["triangles"], tf.int32)
+        labels = tf.io.parse_tensor(record["labels"], tf.int32)
+    num_vertices = tf.cast(record["num_vertices"], tf.int32)
+    num_triangles = tf.cast(record["num_triangles"], tf.int32)
+
+    vertices_shape = tf.shape(vertices)
+    triangles_shape = tf.shape(triangles)
+    checks = [
+        tf.debugging.Assert(
+            _has_shape(vertices_shape, tf.stack([num_vertices, 3])),
+            ["Bad mesh record in", source, ": vertices shape", vertices_shape,
+             "!= [num_vertices, 3] with num_vertices =", num_vertices],
+        ),
+        tf.debugging.Assert(
+            _has_shape(triangles_shape, tf.stack([num_triangles, 3])),
+            ["Bad mesh record in", source, ": triangles shape", triangles_shape,
+             "!= [num_triangles, 3] with num_triangles =", num_triangles],
+        ),
+        tf.debugging.Assert(
+            _has_shape(tf.shape(labels), tf.expand_dims(num_vertices, 0)),
+            ["Bad mesh record in", source, ": labels shape", tf.shape(labels),
+             "!= [num_vertices] with num_vertices =", num_vertices],
+        ),
+        tf.debugging.Assert(
+            tf.reduce_all((triangles >= 0) & (triangles < num_vertices)),
+            ["Bad mesh record in", source, ": triangle vertex index outside [0,",
+             num_vertices, ")"],
+        ),
+        tf.debugging.Assert(
+            tf.reduce_all(labels >= 0),
+            ["Bad mesh record in", source, ": negative label", tf.reduce_min(labels)],
+        ),
+    ]
+    with tf.control_dependencies(checks):
+        return {
+            "vertices": tf.ensure_shape(tf.identity(vertices), [None, 3]),
+            "triangles": tf.ensure_shape(tf.identity(triangles), [None, 3]),
+            "labels": tf.ensure_shape(tf.identity(labels), [None]),
+            "num_vertices": tf.identity(num_vertices),
+            "num_triangles": tf.identity(num_triangles),
+        }

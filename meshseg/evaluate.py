@@ -1,0 +1,51 @@
+"""Evaluation on a split: per-vertex accuracy, mean IoU and the majority-class baseline."""
+
+from typing import Dict
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from meshseg.metrics import ConfusionMatrix, majority_baseline
+
+
+def label_histogram(dataset: tf.data.Dataset, num_classes: int) -> np.ndarray:
+    """int64 [K] vertex count per class over a (features, labels) dataset; padding ignored.
+
+    Raises:
+      ValueError: if a label is >= num_classes (the config's num_classes is too small).
+    """
+    counts = np.zeros(num_classes + 1, np.int64)
+    for _, labels in dataset:
+        labels = labels.numpy().ravel()
+        labels = labels[labels >= 0]
+        if labels.size and labels.max() >= num_classes:
+            raise ValueError(f"data has label {labels.max()} but num_classes={num_classes}; "
+                             "set data.num_classes to at least max label + 1")
+        counts += np.bincount(labels, minlength=num_classes + 1)[: num_classes + 1]
+    return counts[:num_classes]
+
+
+def make_predict_step(model: keras.Model, jit: bool):
+    """A `tf.function` (XLA-compiled when `jit`) mapping features to logits [B, V, K]."""
+    return tf.function(lambda features: model(features, training=False), jit_compile=jit)
+
+
+def evaluate(predict_step, dataset: tf.data.Dataset, num_classes: int,
+             train_histogram: np.ndarray) -> Dict[str, float]:
+    """Evaluates over one pass of `dataset`.
+
+    Returns:
+      dict with `accuracy` and `majority_baseline_accuracy` (fractions of real vertices) and
+      `mean_iou` (over classes present in labels or predictions).
+    """
+    confusion = ConfusionMatrix(num_classes)
+    for features, labels in dataset:
+        confusion.update_state(labels, predict_step(features))
+    matrix = confusion.confusion()
+    true_counts = matrix.sum(axis=1)
+    return {
+        "accuracy": float(np.trace(matrix) / max(true_counts.sum(), 1)),
+        "mean_iou": float(confusion.result()),
+        "majority_baseline_accuracy": majority_baseline(train_histogram, true_counts),
+    }

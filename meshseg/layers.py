@@ -1,0 +1,94 @@
+"""Keras layer for the feature-steered graph convolution with a selectable implementation."""
+
+from typing import Optional
+
+import keras
+import tensorflow as tf
+
+from meshseg.ops import get_implementation
+
+
+@keras.saving.register_keras_serializable(package="meshseg")
+class FeatureSteeredConvolution(keras.layers.Layer):
+    """FeaStNet graph convolution (Verma et al., CVPR 2018) over a sparse neighbourhood.
+
+    The variables follow the paper and `tensorflow_graphics.nn.layer.graph_convolution.
+    FeatureSteeredConvolutionKerasLayer`: u, v [C, W], c [W], W [W, C, D], b [D]. With
+    `translation_invariant=True` there is no separate v: v = -u at every step, so the
+    weights q_m depend on x_j - x_i only.
+
+    Call arguments:
+      data: float32 [A1, ..., An, V, C] vertex features.
+      neighbors: SparseTensor [A1, ..., An, V, V'] of adjacency weights (the row-normalised
+        1-ring with self-edges for a mesh).
+      sizes: optional int32 [A1, ..., An] vertex counts of padded graphs.
+
+    Returns float32 [A1, ..., An, V, D].
+
+    Args:
+      num_weight_matrices: W, the number of weight matrices W_m.
+      num_output_channels: D.
+      impl: a name from `meshseg.ops.IMPLEMENTATIONS`.
+      translation_invariant: tie v = -u.
+      initializer: anything `keras.initializers.get` accepts; defaults to
+        TruncatedNormal(stddev=0.1) as in tensorflow-graphics.
+      regularizer: anything `keras.regularizers.get` accepts, applied to u, v and W.
+      xla: use the implementation's XLA-compilable formulation (set when the step runs
+        under `jit_compile=True`).
+
+    Raises:
+      ValueError: for an unknown `impl` or non-positive sizes.
+    """
+
+    def __init__(self, num_weight_matrices: int, num_output_channels: int,
+                 impl: str = "block_sparse", translation_invariant: bool = True,
+                 initializer=None, regularizer=None, xla: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        if num_weight_matrices < 1 or num_output_channels < 1:
+            raise ValueError("num_weight_matrices and num_output_channels must be positive, got "
+                             f"{num_weight_matrices} and {num_output_channels}")
+        self._op = get_implementation(impl)
+        self.impl = impl
+        self.num_weight_matrices = num_weight_matrices
+        self.num_output_channels = num_output_channels
+        self.translation_invariant = translation_invariant
+        self.initializer = keras.initializers.get(
+            initializer or keras.initializers.TruncatedNormal(stddev=0.1))
+        self.regularizer = keras.regularizers.get(regularizer)
+        self.xla = xla
+
+    def build(self, input_shape):
+        channels = int(input_shape[-1])
+        weights = self.num_weight_matrices
+
+        def add(name, shape, regularized=True):
+            return self.add_weight(name=name, shape=shape, initializer=self.initializer,
+                                   regularizer=self.regularizer if regularized else None)
+
+        self.var_u = add("var_u", (channels, weights))
+        self.var_v = None if self.translation_invariant else add("var_v", (channels, weights))
+        self.var_c = add("var_c", (weights,), regularized=False)
+        self.var_w = add("var_w", (weights, channels, self.num_output_channels))
+        self.var_b = add("var_b", (self.num_output_channels,), regularized=False)
+
+    def call(self, data, neighbors: tf.SparseTensor, sizes: Optional[tf.Tensor] = None):
+        var_u = tf.convert_to_tensor(self.var_u)
+        var_v = -var_u if self.translation_invariant else self.var_v
+        return self._op(data, neighbors, sizes, var_u, var_v, self.var_c, self.var_w,
+                        self.var_b, xla=self.xla)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.num_output_channels,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_weight_matrices=self.num_weight_matrices,
+            num_output_channels=self.num_output_channels,
+            impl=self.impl,
+            translation_invariant=self.translation_invariant,
+            initializer=keras.initializers.serialize(self.initializer),
+            regularizer=keras.regularizers.serialize(self.regularizer) if self.regularizer else None,
+            xla=self.xla,
+        )
+        return config

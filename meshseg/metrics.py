@@ -1,0 +1,113 @@
+"""Masked per-vertex loss and metrics: padded vertices carry the label -1 and never count."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+PADDING_LABEL = -1
+
+
+def masked_cross_entropy(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+    """Mean softmax cross-entropy over real vertices.
+
+    Args:
+      labels: int32 [B, V], -1 on padded vertices.
+      logits: float [B, V, K].
+
+    Returns:
+      float32 scalar: sum of per-vertex losses / number of real vertices (0 if none).
+    """
+    labels = tf.cast(labels, tf.int32)
+    valid = labels != PADDING_LABEL
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.where(valid, labels, 0), logits=tf.cast(logits, tf.float32))
+    weights = tf.cast(valid, tf.float32)
+    return tf.math.divide_no_nan(tf.reduce_sum(losses * weights), tf.reduce_sum(weights))
+
+
+@keras.saving.register_keras_serializable(package="meshseg")
+class MaskedCrossEntropy(keras.losses.Loss):
+    """`masked_cross_entropy` as a Keras loss for `Model.fit` (y_true [B, V], y_pred [B, V, K])."""
+
+    def __init__(self, name="masked_cross_entropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def call(self, y_true, y_pred):
+        return masked_cross_entropy(y_true, y_pred)
+
+
+@keras.saving.register_keras_serializable(package="meshseg")
+class MaskedAccuracy(keras.metrics.Metric):
+    """Per-vertex accuracy over real vertices, accumulated over batches (a fraction in [0, 1])."""
+
+    def __init__(self, name="accuracy", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.correct = self.add_variable(shape=(), initializer="zeros", name="correct")
+        self.count = self.add_variable(shape=(), initializer="zeros", name="count")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = tf.cast(y_true, tf.int32)
+        valid = tf.cast(y_true != PADDING_LABEL, tf.float32)
+        hits = tf.cast(tf.equal(tf.argmax(y_pred, axis=-1, output_type=tf.int32), y_true), tf.float32)
+        self.correct.assign_add(tf.reduce_sum(hits * valid))
+        self.count.assign_add(tf.reduce_sum(valid))
+
+    def result(self):
+        return tf.math.divide_no_nan(self.correct, self.count)
+
+
+@keras.saving.register_keras_serializable(package="meshseg")
+class ConfusionMatrix(keras.metrics.Metric):
+    """Per-vertex confusion matrix [K, K] (rows: true class, columns: predicted) over real vertices.
+
+    `result()` is the mean IoU over classes that occur in the labels or the predictions;
+    `confusion()` returns the matrix as int64 numpy for per-class IoU.
+    """
+
+    def __init__(self, num_classes: int, name="mean_iou", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.num_classes = num_classes
+        self.matrix = self.add_variable(shape=(num_classes, num_classes), initializer="zeros",
+                                        name="matrix", dtype="float64")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = tf.reshape(tf.cast(y_true, tf.int32), [-1])
+        y_pred = tf.reshape(tf.argmax(y_pred, axis=-1, output_type=tf.int32), [-1])
+        valid = y_true != PADDING_LABEL
+        self.matrix.assign_add(tf.math.confusion_matrix(
+            tf.boolean_mask(y_true, valid), tf.boolean_mask(y_pred, valid),
+            num_classes=self.num_classes, dtype=tf.float64))
+
+    def result(self):
+        return tf.cast(mean_iou(self.matrix), tf.float32)
+
+    def confusion(self) -> np.ndarray:
+        return np.asarray(self.matrix.numpy(), dtype=np.int64)
+
+    def get_config(self):
+        return {**super().get_config(), "num_classes": self.num_classes}
+
+
+def mean_iou(confusion) -> tf.Tensor:
+    """Mean intersection-over-union of a confusion matrix [K, K], over classes that occur."""
+    confusion = tf.convert_to_tensor(confusion, tf.float64)
+    true_pos = tf.linalg.diag_part(confusion)
+    union = tf.reduce_sum(confusion, 0) + tf.reduce_sum(confusion, 1) - true_pos
+    present = union > 0
+    return tf.math.divide_no_nan(
+        tf.reduce_sum(tf.boolean_mask(true_pos / tf.where(present, union, 1.0), present)),
+        tf.reduce_sum(tf.cast(present, tf.float64)))
+
+
+def majority_baseline(train_histogram: np.ndarray, confusion_true_counts: np.ndarray) -> float:
+    """Accuracy of always predicting the most frequent training class.
+
+    Args:
+      train_histogram: int [K] vertex count per class in the training split.
+      confusion_true_counts: int [K] vertex count per class in the evaluated split.
+
+    Returns:
+      fraction in [0, 1].
+    """
+    total = confusion_true_counts.sum()
+    return float(confusion_true_counts[int(np.argmax(train_histogram))] / total) if total else 0.0

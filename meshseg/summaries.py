@@ -1,0 +1,85 @@
+"""Per-step and per-evaluation TensorBoard summaries, console progress, and the run summary."""
+
+import json
+import os
+import statistics
+from typing import Dict, List, Optional
+
+import tensorflow as tf
+from tqdm.auto import tqdm
+
+
+class RunLogger:
+    """Writes `<run_dir>/train` and `<run_dir>/eval` event files and a progress bar with ETA.
+
+    Train scalars per step: `loss`, `accuracy` (per-vertex, the step's batch),
+    `step_time_ms` (wall time around the step, synchronised on its loss),
+    `vertices_per_second` (real, unpadded vertices / step time). A step that traced or
+    compiled the step function is logged as `compile_time_s` instead of step time.
+    Eval scalars: `accuracy`, `mean_iou`, `majority_baseline_accuracy`.
+
+    Args:
+      run_dir: directory of this run (Hydra's output directory).
+      total_steps: number of training steps, for the progress bar's ETA.
+      hparams: flat dict of the run's settings, stored in `summary.json`.
+    """
+
+    def __init__(self, run_dir: str, total_steps: int, hparams: Dict):
+        self.run_dir = run_dir
+        self.hparams = hparams
+        self.train_writer = tf.summary.create_file_writer(os.path.join(run_dir, "train"))
+        self.eval_writer = tf.summary.create_file_writer(os.path.join(run_dir, "eval"))
+        self.step_times_ms: List[float] = []
+        self.compile_times_s: List[float] = []
+        self.last_eval: Dict[str, float] = {}
+        self.progress = tqdm(total=total_steps, desc="train", unit="step", dynamic_ncols=True)
+
+    def log_step(self, step: int, loss: float, accuracy: float, seconds: float,
+                 num_vertices: int, compiled: bool) -> None:
+        """Records one training step; `seconds` is its wall time, `compiled` if it traced."""
+        with self.train_writer.as_default(step=step):
+            tf.summary.scalar("loss", loss)
+            tf.summary.scalar("accuracy", accuracy)
+            if compiled:
+                self.compile_times_s.append(seconds)
+                tf.summary.scalar("compile_time_s", seconds)
+            else:
+                self.step_times_ms.append(1e3 * seconds)
+                tf.summary.scalar("step_time_ms", 1e3 * seconds)
+                tf.summary.scalar("vertices_per_second", num_vertices / seconds)
+        self.progress.update(1)
+        self.progress.set_postfix(loss=f"{loss:.3f}", acc=f"{accuracy:.3f}")
+
+    def log_eval(self, step: int, results: Dict[str, float]) -> None:
+        """Records evaluation `results` (accuracy, mean_iou, majority_baseline_accuracy)."""
+        with self.eval_writer.as_default(step=step):
+            for name, value in results.items():
+                tf.summary.scalar(name, value)
+        self.last_eval = dict(results)
+        self.progress.write(f"eval @ step {step}: " + ", ".join(
+            f"{name} {value:.4f}" for name, value in results.items()))
+
+    def summary(self, wall_time_s: float) -> Dict:
+        """The run's headline numbers: median/min/max step time (ms), compile time (s), eval."""
+        times = self.step_times_ms
+        return {
+            **self.hparams,
+            "steps": self.progress.n,
+            "wall_time_s": round(wall_time_s, 2),
+            "median_step_time_ms": statistics.median(times) if times else None,
+            "min_step_time_ms": min(times) if times else None,
+            "max_step_time_ms": max(times) if times else None,
+            "compile_time_s": sum(self.compile_times_s),
+            "num_compilations": len(self.compile_times_s),
+            **{f"eval_{name}": value for name, value in self.last_eval.items()},
+        }
+
+    def close(self, wall_time_s: float) -> Dict:
+        """Flushes the event files, writes `summary.json` and returns the summary."""
+        self.progress.close()
+        self.train_writer.flush()
+        self.eval_writer.flush()
+        summary = self.summary(wall_time_s)
+        with open(os.path.join(self.run_dir, "summary.json"), "w") as f:
+            json.dump(summary, f, indent=2)
+        return summary

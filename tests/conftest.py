@@ -1,0 +1,69 @@
+"""Shared fixtures of the data tests: a small hand-made mesh and record builders."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from meshseg.data.records import mesh_to_example
+
+
+@pytest.fixture
+def tetrahedron():
+    """A tetrahedron (vertices 0-3) plus vertex 4, which no triangle references.
+
+    Returns a dict with vertices float32 [5, 3], triangles int32 [4, 3] and
+    labels int32 [5].
+    """
+    return {
+        "vertices": np.array(
+            [[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1], [2, 2, 2]], np.float32
+        ),
+        "triangles": np.array([[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]], np.int32),
+        "labels": np.array([0, 1, 1, 2, 3], np.int32),
+    }
+
+
+@pytest.fixture
+def demo_style_example():
+    """Returns `build(vertices, triangles, labels, num_vertices=None) -> bytes`: a
+    record built field by field as the tensorflow-graphics demo writes meshes,
+    keeping the arrays' dtypes (so a test can also build wrong ones)."""
+
+    def tensor_bytes(array):
+        serialized = tf.io.serialize_tensor(array).numpy()
+        return tf.train.Feature(bytes_list=tf.train.BytesList(value=[serialized]))
+
+    def int64(value):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+
+    def build(vertices, triangles, labels, num_vertices=None) -> bytes:
+        feature = {
+            "num_vertices": int64(len(vertices) if num_vertices is None else num_vertices),
+            "num_triangles": int64(len(triangles)),
+            "vertices": tensor_bytes(vertices),
+            "triangles": tensor_bytes(triangles),
+            "labels": tensor_bytes(labels),
+        }
+        example = tf.train.Example(features=tf.train.Features(feature=feature))
+        return example.SerializeToString()
+
+    return build
+
+
+@pytest.fixture
+def write_records(tmp_path):
+    """Returns `write(name, meshes) -> path`, writing meshes (dicts as from
+    `tetrahedron`) as one TFRecord shard under tmp_path."""
+
+    def write(name: str, meshes: list[dict]) -> str:
+        path = str(Path(tmp_path) / name)
+        with tf.io.TFRecordWriter(path) as writer:
+            for mesh in meshes:
+                writer.write(
+                    mesh_to_example(mesh["vertices"], mesh["triangles"], mesh["labels"])
+                )
+        return path
+
+    return write
