@@ -45,14 +45,15 @@ def resolve_files(data_cfg: DictConfig) -> Dict[str, List[str]]:
     return files
 
 
-def scan_split(files: List[str], data_cfg: DictConfig) -> Tuple[np.ndarray, int, int]:
-    """One deterministic pass: (label histogram [K], max vertex count, max edge count)."""
+def scan_split(files: List[str], data_cfg: DictConfig) -> Tuple[np.ndarray, Tuple[int, int, int]]:
+    """One deterministic pass: (label histogram [K], (max vertex count, max edge count,
+    max vertex degree))."""
     dataset = make_dataset(files, data_cfg.batch_size, training=False)
-    max_vertices = max_edges = 0
+    extent = np.zeros(3, np.int64)
     for features, _ in dataset:
-        max_vertices = max(max_vertices, int(features["num_vertices"].numpy().max()))
-        max_edges = max(max_edges, int(features["num_edges"].numpy().max()))
-    return label_histogram(dataset, data_cfg.num_classes), max_vertices, max_edges
+        extent = np.maximum(extent, [features["vertices"].shape[1], features["edges"].shape[1],
+                                     features["neighbors"].shape[2]])
+    return label_histogram(dataset, data_cfg.num_classes), tuple(int(n) for n in extent)
 
 
 def round_up(value: int, multiple: int = PAD_MULTIPLE) -> int:
@@ -65,13 +66,14 @@ def run(cfg: DictConfig, run_dir: str) -> Dict:
     start = time.perf_counter()
     keras.utils.set_random_seed(cfg.seed)
     files = resolve_files(cfg.data)
-    train_histogram, train_vertices, train_edges = scan_split(files["train"], cfg.data)
-    _, test_vertices, test_edges = scan_split(files["test"], cfg.data)
+    train_histogram, train_extent = scan_split(files["train"], cfg.data)
+    _, test_extent = scan_split(files["test"], cfg.data)
     pad_to = None
     if cfg.jit:
         # One padded shape for every batch: XLA compiles once per distinct shape.
-        pad_to = (round_up(max(train_vertices, test_vertices)), round_up(max(train_edges, test_edges)))
-        log.info("jit=true: padding every batch to %d vertices and %d edges", *pad_to)
+        num_vertices, num_edges, max_degree = np.maximum(train_extent, test_extent)
+        pad_to = (round_up(num_vertices), round_up(num_edges), int(max_degree))
+        log.info("jit=true: padding every batch to %d vertices, %d edges, %d neighbours", *pad_to)
         log.info("impl=%s under XLA uses %s", cfg.impl.name, XLA_FORMULATION[cfg.impl.name])
     dataset_args = dict(batch_size=cfg.data.batch_size, mean_center=cfg.data.mean_center,
                         unit_scale=cfg.data.unit_scale, pad_to=pad_to)

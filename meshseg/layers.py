@@ -5,7 +5,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-from meshseg.ops import get_implementation
+from meshseg.ops import NEIGHBOR_TABLE_IMPLS, get_implementation
 
 
 @keras.saving.register_keras_serializable(package="meshseg")
@@ -22,6 +22,8 @@ class FeatureSteeredConvolution(keras.layers.Layer):
       neighbors: SparseTensor [A1, ..., An, V, V'] of adjacency weights (the row-normalised
         1-ring with self-edges for a mesh).
       sizes: optional int32 [A1, ..., An] vertex counts of padded graphs.
+      max_degree: optional static neighbour-table width for the implementations in
+        `meshseg.ops.NEIGHBOR_TABLE_IMPLS` (required by them under XLA); ignored by others.
 
     Returns float32 [A1, ..., An, V, D].
 
@@ -71,11 +73,13 @@ class FeatureSteeredConvolution(keras.layers.Layer):
         self.var_w = add("var_w", (weights, channels, self.num_output_channels))
         self.var_b = add("var_b", (self.num_output_channels,), regularized=False)
 
-    def call(self, data, neighbors: tf.SparseTensor, sizes: Optional[tf.Tensor] = None):
+    def call(self, data, neighbors: tf.SparseTensor, sizes: Optional[tf.Tensor] = None,
+             max_degree: Optional[int] = None):
         var_u = tf.convert_to_tensor(self.var_u)
         var_v = -var_u if self.translation_invariant else self.var_v
+        extra = {"max_degree": max_degree} if self.impl in NEIGHBOR_TABLE_IMPLS else {}
         return self._op(data, neighbors, sizes, var_u, var_v, self.var_c, self.var_w,
-                        self.var_b, xla=self.xla)
+                        self.var_b, xla=self.xla, **extra)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.num_output_channels,)

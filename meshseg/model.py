@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 
 from meshseg.layers import FeatureSteeredConvolution
+from meshseg.ops import NEIGHBOR_TABLE_IMPLS
 
 
 def batch_neighbors(edges: tf.Tensor, edge_weights: tf.Tensor, num_vertices_padded) -> tf.SparseTensor:
@@ -27,6 +28,35 @@ def batch_neighbors(edges: tf.Tensor, edge_weights: tf.Tensor, num_vertices_padd
     return tf.SparseTensor(indices, tf.reshape(edge_weights, [-1]), tf.stack([size, size]))
 
 
+def table_neighbors(neighbors: tf.Tensor, neighbor_weights: tf.Tensor) -> tf.SparseTensor:
+    """The block-diagonal adjacency of a padded batch from its neighbour tables.
+
+    Args:
+      neighbors: int32 [B, V, K] local neighbour indices per vertex.
+      neighbor_weights: float32 [B, V, K] adjacency values, 0 in unused slots.
+
+    Returns:
+      SparseTensor [B*V, B*V] with exactly K entries per row, in row-major order (unused
+      slots are explicit zeros), the layout `NEIGHBOR_TABLE_IMPLS` read.
+    """
+    shape = tf.shape(neighbors)
+    offsets = tf.range(shape[0])[:, tf.newaxis, tf.newaxis] * shape[1]
+    rows = tf.broadcast_to(tf.range(shape[0] * shape[1])[:, tf.newaxis], [shape[0] * shape[1], shape[2]])
+    cols = tf.reshape(neighbors + offsets, [-1, shape[2]])
+    indices = tf.cast(tf.reshape(tf.stack([rows, cols], axis=-1), [-1, 2]), tf.int64)
+    size = tf.cast(shape[0] * shape[1], tf.int64)
+    return tf.SparseTensor(indices, tf.reshape(neighbor_weights, [-1]), tf.stack([size, size]))
+
+
+def dummy_features() -> Dict[str, tf.Tensor]:
+    """The features of one triangle (3 vertices, 1-ring with self-edges), batch size 1."""
+    table = tf.constant([[[0, 1, 2], [1, 0, 2], [2, 0, 1]]], tf.int32)
+    edges = tf.stack([tf.repeat(tf.range(3), 3), tf.reshape(table, [-1])], axis=-1)[tf.newaxis]
+    return {"vertices": tf.eye(3, batch_shape=[1]), "edges": edges,
+            "edge_weights": tf.fill([1, 9], 1.0 / 3.0), "neighbors": table,
+            "neighbor_weights": tf.fill([1, 3, 3], 1.0 / 3.0)}
+
+
 @keras.saving.register_keras_serializable(package="meshseg")
 class MeshSegmentationNet(keras.Model):
     """Per-vertex classifier of the tensorflow-graphics mesh segmentation demo.
@@ -35,7 +65,9 @@ class MeshSegmentationNet(keras.Model):
     Conv1D(hidden_channels) + ReLU -> Conv1D(num_classes). 1x1 Conv1D layers act per vertex.
 
     Inputs: the feature dict of `meshseg.data.pipeline`: "vertices" float32 [B, V, 3],
-    "edges" int32 [B, E, 2], "edge_weights" float32 [B, E] (other keys are ignored).
+    "edges" int32 [B, E, 2] and "edge_weights" float32 [B, E], or, for the
+    implementations that read a neighbour table, "neighbors" int32 [B, V, K] and
+    "neighbor_weights" float32 [B, V, K] (other keys are ignored).
     Output: logits float32 [B, V, num_classes]. Padded vertices get logits too; the losses
     and metrics in `meshseg.metrics` mask them out.
 
@@ -75,12 +107,25 @@ class MeshSegmentationNet(keras.Model):
     def call(self, features: Dict[str, tf.Tensor]):
         vertices = features["vertices"]
         shape = tf.shape(vertices)
-        neighbors = batch_neighbors(features["edges"], features["edge_weights"], shape[1])
+        if self.impl in NEIGHBOR_TABLE_IMPLS:
+            neighbors = table_neighbors(features["neighbors"], features["neighbor_weights"])
+            max_degree = features["neighbors"].shape[-1]  # static when batches are padded to it
+        else:
+            neighbors = batch_neighbors(features["edges"], features["edge_weights"], shape[1])
+            max_degree = None
         x = tf.reshape(self.lin_in(vertices), [-1, self.input_channels])
         for conv in self.graph_convs:
-            x = tf.nn.relu(conv(x, neighbors))
+            x = tf.nn.relu(conv(x, neighbors, max_degree=max_degree))
         x = tf.reshape(x, [shape[0], shape[1], self.conv_channels[-1]])
         return self.lin_out(self.lin_hidden(x))
+
+    def get_build_config(self):
+        return {"built_on": "a one-triangle mesh"}
+
+    def build_from_config(self, config):
+        """Creates the variables (e.g. when a `.keras` file is loaded) by one call on a
+        one-triangle mesh; the input width 3 (xyz) is the only shape the weights depend on."""
+        self(dummy_features())
 
     def get_config(self):
         return dict(name=self.name, num_classes=self.num_classes, impl=self.impl,

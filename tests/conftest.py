@@ -67,3 +67,38 @@ def write_records(tmp_path):
         return path
 
     return write
+
+
+def _octant_mesh(subdivisions: int, seed: int) -> dict:
+    """A randomly stretched icosphere labelled by the axis and sign of each vertex's largest
+    coordinate (6 classes), so the labels are learnable from positions."""
+    import trimesh
+
+    rng = np.random.default_rng(seed)
+    sphere = trimesh.creation.icosphere(subdivisions=subdivisions)
+    vertices = np.asarray(sphere.vertices) * rng.uniform(0.5, 2.0, size=3)
+    axis = np.argmax(np.abs(vertices), axis=1)
+    positive = vertices[np.arange(len(vertices)), axis] > 0
+    return {
+        "vertices": vertices.astype(np.float32),
+        "triangles": np.asarray(sphere.faces, np.int32),
+        "labels": (2 * axis + positive).astype(np.int32),
+    }
+
+
+@pytest.fixture(scope="session")
+def tiny_dataset(tmp_path_factory):
+    """Train and test shards of small labelled meshes (42 and 162 vertices, 6 classes).
+
+    Returns dict(train=path, test=path, num_classes=6).
+    """
+    root = tmp_path_factory.mktemp("tiny_dataset")
+    splits = {"train": [(2, 0), (1, 1), (2, 2), (1, 3)], "test": [(2, 4), (1, 5)]}
+    paths = {}
+    for split, meshes in splits.items():
+        paths[split] = str(root / f"{split}.tfrecords")
+        with tf.io.TFRecordWriter(paths[split]) as writer:
+            for subdivisions, seed in meshes:
+                mesh = _octant_mesh(subdivisions, seed)
+                writer.write(mesh_to_example(mesh["vertices"], mesh["triangles"], mesh["labels"]))
+    return {**paths, "num_classes": 6}

@@ -6,11 +6,14 @@ test and a float64 reference.
 """
 
 import dataclasses
+import functools
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 import trimesh
+
+import meshseg.ops
 
 VARIABLE_NAMES = ("var_u", "var_v", "var_c", "var_w", "var_b")
 
@@ -50,11 +53,25 @@ class Graph(NamedTuple):
     dense_shape: Tuple[int, ...]
     sizes: Optional[np.ndarray]
 
+    @property
+    def max_degree(self) -> int:
+        """The largest number of stored entries in one row of `neighbors`."""
+        return int(np.max(np.unique(self.indices[:, :-1], axis=0, return_counts=True)[1]))
+
     def neighbors(self, dtype=tf.float32, values=None, dense_shape=None) -> tf.SparseTensor:
         """The adjacency as a SparseTensor; `values` may be a (watched) tensor to
         differentiate through, `dense_shape` overrides the shape (e.g. padded to square)."""
         values = tf.cast(self.values, dtype) if values is None else values
         return tf.SparseTensor(self.indices, values, dense_shape or self.dense_shape)
+
+
+def implementation(name: str, max_degree: int):
+    """`meshseg.ops.IMPLEMENTATIONS[name]`, with the static neighbour-table width bound for
+    the implementations in `meshseg.ops.NEIGHBOR_TABLE_IMPLS` (which need it under XLA)."""
+    op = meshseg.ops.IMPLEMENTATIONS[name]
+    if name in getattr(meshseg.ops, "NEIGHBOR_TABLE_IMPLS", frozenset()):
+        return functools.partial(op, max_degree=max_degree)
+    return op
 
 
 def random_neighbors(rng: np.random.Generator, num_rows: int, num_columns: int,
@@ -149,7 +166,7 @@ def output_and_gradients(op, graph: Graph, variables: Dict[str, np.ndarray], dty
         return output, {name: tf.convert_to_tensor(g) for name, g in gradients.items()}
 
     if xla:
-        forward = tf.function(forward, jit_compile=True)
+        forward = tf.function(forward, jit_compile=True, autograph=False)
     output, gradients = forward(sources)
     return (output.numpy().astype(np.float64),
             {name: g.numpy().astype(np.float64) for name, g in gradients.items()})
@@ -199,8 +216,13 @@ def one_ring(triangles: np.ndarray, num_vertices: int) -> Tuple[np.ndarray, np.n
 
 
 def mesh_batch(meshes: Sequence[trimesh.Trimesh]) -> Dict[str, tf.Tensor]:
-    """Pads meshes into "vertices" float32 [B, V, 3], "edges" int32 [B, E, 2] (padded with
-    (0, 0)), "edge_weights" float32 [B, E] (padded with 0) and "num_vertices" int32 [B]."""
+    """Pads meshes into the feature dict of `meshseg.data.pipeline`.
+
+    Returns "vertices" float32 [B, V, 3], "edges" int32 [B, E, 2] (padded with (0, 0)),
+    "edge_weights" float32 [B, E] (padded with 0), "num_vertices" int32 [B], and the same
+    adjacency as neighbour tables "neighbors" int32 [B, V, K] (unused slots hold the
+    vertex itself, padded vertices 0) and "neighbor_weights" float32 [B, V, K] (0 unused).
+    """
     rings: List[Tuple[np.ndarray, np.ndarray]] = [
         one_ring(np.asarray(mesh.faces), len(mesh.vertices)) for mesh in meshes]
     max_vertices = max(len(mesh.vertices) for mesh in meshes)
@@ -208,12 +230,22 @@ def mesh_batch(meshes: Sequence[trimesh.Trimesh]) -> Dict[str, tf.Tensor]:
     vertices = np.zeros((len(meshes), max_vertices, 3), np.float32)
     edges = np.zeros((len(meshes), max_edges, 2), np.int32)
     edge_weights = np.zeros((len(meshes), max_edges), np.float32)
+    max_degree = max(np.bincount(edges[:, 0]).max() for edges, _ in rings)
+    table = np.zeros((len(meshes), max_vertices, max_degree), np.int32)
+    table_weights = np.zeros((len(meshes), max_vertices, max_degree), np.float32)
     for b, (mesh, (mesh_edges, weights)) in enumerate(zip(meshes, rings)):
         vertices[b, :len(mesh.vertices)] = mesh.vertices
         edges[b, :len(mesh_edges)] = mesh_edges
         edge_weights[b, :len(weights)] = weights
+        table[b, :len(mesh.vertices)] = np.arange(len(mesh.vertices))[:, np.newaxis]
+        for slot_edges in np.split(np.arange(len(mesh_edges)),
+                                   np.cumsum(np.bincount(mesh_edges[:, 0]))[:-1]):
+            row = mesh_edges[slot_edges[0], 0]
+            table[b, row, :len(slot_edges)] = mesh_edges[slot_edges, 1]
+            table_weights[b, row, :len(slot_edges)] = weights[slot_edges]
     return {"vertices": tf.constant(vertices), "edges": tf.constant(edges),
             "edge_weights": tf.constant(edge_weights),
+            "neighbors": tf.constant(table), "neighbor_weights": tf.constant(table_weights),
             "num_vertices": tf.constant([len(mesh.vertices) for mesh in meshes], tf.int32)}
 
 

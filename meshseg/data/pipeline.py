@@ -1,7 +1,7 @@
 """tf.data input pipeline: mesh TFRecord shards -> padded batches for the model.
 
-Order: shards -> interleaved records -> parse -> cache -> shuffle (training) ->
-repeat -> adjacency + normalisation -> padded batch -> prefetch.
+Order: shards -> interleaved records -> parse -> adjacency -> cache -> shuffle
+(training) -> repeat -> normalisation -> padded batch -> prefetch.
 
 Each element is `(features, labels)` with B meshes, V = the largest
 num_vertices and E = the largest num_edges in the batch:
@@ -13,12 +13,16 @@ num_vertices and E = the largest num_edges in the batch:
 - features['edge_weights']: float32 [B, E], row-normalised (1 / degree(i)),
   padded with 0, so padded edges contribute nothing.
 - features['num_edges']: int32 [B].
+- features['neighbors']: int32 [B, V, K], the same adjacency as a neighbour table
+  (row i lists the neighbours of vertex i, K = the largest degree in the batch),
+  unused slots hold i itself.
+- features['neighbor_weights']: float32 [B, V, K], the edge weights, 0 in unused slots.
 - labels: int32 [B, V] per-vertex class labels >= 0, padded with -1.
 """
 
 import tensorflow as tf
 
-from meshseg.data.adjacency import mesh_edges_tf
+from meshseg.data.adjacency import mesh_edges_tf, neighbor_table
 from meshseg.data.records import parse_mesh_record
 
 LABEL_PADDING = -1
@@ -62,18 +66,28 @@ def normalize_vertices(
     return vertices
 
 
-def _model_inputs(
-    mesh: dict[str, tf.Tensor], mean_center: bool, unit_scale: bool
-) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
-    """Turns one parsed mesh into the unbatched `(features, labels)` pair."""
+def _with_adjacency(mesh: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    """Adds the 1-ring adjacency (edge list and neighbour table) to one parsed mesh."""
     edges, edge_weights = mesh_edges_tf(mesh["triangles"], mesh["num_vertices"])
-    features = {
-        "vertices": normalize_vertices(mesh["vertices"], mean_center, unit_scale),
+    neighbors, neighbor_weights = neighbor_table(edges, edge_weights, mesh["num_vertices"])
+    return {
+        "vertices": mesh["vertices"],
+        "labels": mesh["labels"],
         "num_vertices": mesh["num_vertices"],
         "edges": edges,
         "edge_weights": edge_weights,
         "num_edges": tf.shape(edges, out_type=tf.int32)[0],
+        "neighbors": neighbors,
+        "neighbor_weights": neighbor_weights,
     }
+
+
+def _model_inputs(
+    mesh: dict[str, tf.Tensor], mean_center: bool, unit_scale: bool
+) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+    """Turns one mesh with adjacency into the unbatched `(features, labels)` pair."""
+    features = {key: value for key, value in mesh.items() if key != "labels"}
+    features["vertices"] = normalize_vertices(mesh["vertices"], mean_center, unit_scale)
     return features, mesh["labels"]
 
 
@@ -119,9 +133,10 @@ def make_dataset(
       mean_center: subtract each mesh's mean vertex position.
       unit_scale: scale each mesh to RMS radius 1 (see `normalize_vertices`).
       repeat: repeat the data indefinitely (reshuffled on each pass).
-      cache: keep the parsed meshes in memory after the first pass.
-      pad_to: optional (V, E): pad every batch to exactly V vertices and E edges (and
-        B meshes) instead of the batch maximum, so XLA compiles the step once.
+      cache: keep the parsed meshes and their adjacency in memory after the first pass.
+      pad_to: optional (V, E, K): pad every batch to exactly V vertices, E edges and
+        neighbour-table width K (and B meshes, for training) instead of the batch
+        maxima, so XLA compiles the step once.
 
     Returns:
       A `tf.data.Dataset` of `(features, labels)`; see the module docstring
@@ -139,7 +154,8 @@ def make_dataset(
     shards = tf.data.Dataset.from_tensor_slices([str(f) for f in files])
     if training:
         shards = shards.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    meshes = _read_meshes(shards, training)
+    meshes = _read_meshes(shards, training).map(
+        _with_adjacency, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
     if cache:
         meshes = meshes.cache()
     if training:
@@ -158,15 +174,19 @@ def make_dataset(
             "edges": tf.constant(0, tf.int32),
             "edge_weights": tf.constant(0.0, tf.float32),
             "num_edges": tf.constant(0, tf.int32),
+            "neighbors": tf.constant(0, tf.int32),
+            "neighbor_weights": tf.constant(0.0, tf.float32),
         },
         tf.constant(LABEL_PADDING, tf.int32),
     )
     padded_shapes = None
     if pad_to is not None:
-        num_vertices, num_edges = pad_to
+        num_vertices, num_edges, max_degree = pad_to
         padded_shapes = (
             {"vertices": [num_vertices, 3], "num_vertices": [], "edges": [num_edges, 2],
-             "edge_weights": [num_edges], "num_edges": []},
+             "edge_weights": [num_edges], "num_edges": [],
+             "neighbors": [num_vertices, max_degree],
+             "neighbor_weights": [num_vertices, max_degree]},
             [num_vertices],
         )
     batches = examples.padded_batch(batch_size, padded_shapes=padded_shapes,

@@ -4,12 +4,14 @@ Every entry of `IMPLEMENTATIONS` is called as
 `op(data, neighbors, sizes, var_u, var_v, var_c, var_w, var_b, xla=False)` with the
 shapes of `tensorflow_graphics.geometry.convolution.graph_convolution.feature_steered_convolution`
 and returns the same values; `xla=True` selects a formulation that compiles under
-`tf.function(jit_compile=True)`.
+`tf.function(jit_compile=True)`. Those in `NEIGHBOR_TABLE_IMPLS` also take
+`max_degree` (the static neighbour-table width needed under XLA).
 """
 
 from typing import Callable, Dict
 
 from meshseg.ops.block_sparse import block_sparse
+from meshseg.ops.gather_matmul import gather_matmul
 from meshseg.ops.gather_sum import gather_sum
 from meshseg.ops.sparse_matmul import sparse_matmul
 
@@ -17,13 +19,18 @@ IMPLEMENTATIONS: Dict[str, Callable] = {
     "gather_sum": gather_sum,
     "sparse_matmul": sparse_matmul,
     "block_sparse": block_sparse,
+    "gather_matmul": gather_matmul,
 }
+
+# Implementations that read the adjacency as a neighbour table and take `max_degree`.
+NEIGHBOR_TABLE_IMPLS = frozenset({"gather_matmul"})
 
 # How each implementation runs under XLA, for the run log.
 XLA_FORMULATION = {
     "gather_sum": "library op on inputs flattened to 2-D (its batch flattening uses SparseReshape)",
     "sparse_matmul": "gather + unsorted_segment_sum instead of SparseTensorDenseMatMul",
     "block_sparse": "gather + unsorted_segment_sum instead of SparseTensorDenseMatMul",
+    "gather_matmul": "the same ops (all have XLA kernels), with a static neighbour-table width",
 }
 
 

@@ -20,13 +20,16 @@ def gather_sum(data: tf.Tensor, neighbors: tf.SparseTensor, sizes: Optional[tf.T
     Args:
       data, neighbors, sizes, var_u, var_v, var_c, var_w, var_b: as in the library
         (data [A1..An, V, C], neighbors SparseTensor [A1..An, V, V'], sizes [A1..An] or
-        None, var_u and var_v [C, W], var_c [W], var_w [W, C, D], var_b [D]).
+        None, var_u and var_v [C, W], var_c [W], var_w [W, C, D], var_b [D]). The
+        library refuses non-square neighbourhoods [V, V'] (ValueError) unless they are
+        flattened here (`xla` with batched input).
       xla: when True, batched inputs are flattened to 2-D here first: the library's own
         batch flattening uses SparseReshape, which has no XLA kernel.
 
     Returns:
       float tensor [A1, ..., An, V, D].
     """
+    data = tf.convert_to_tensor(data)
     if not xla or data.shape.rank == 2:
         return graph_convolution.feature_steered_convolution(
             data, neighbors, sizes, var_u, var_v, var_c, var_w, var_b)
