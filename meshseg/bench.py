@@ -78,20 +78,26 @@ def icosphere_batch(num_vertices: int, batch_size: int, num_classes: int, seed: 
 
     Returns:
       (features, labels): features {"vertices" float32 [B, V, 3], "edges" int32 [B, E, 2],
-      "edge_weights" float32 [B, E]} as numpy arrays, labels int32 [B, V].
+      "edge_weights" float32 [B, E]} as numpy arrays, plus "neighbors" int32 [B, V, K] and
+      "neighbor_weights" float32 [B, V, K] where `meshseg.data.adjacency` can build the
+      neighbour table; labels int32 [B, V].
     """
     import numpy as np
     import trimesh
 
-    from meshseg.data.adjacency import mesh_edges
+    from meshseg.data import adjacency
 
     mesh = trimesh.creation.icosphere(subdivisions=ICOSPHERE_SIZES[num_vertices])
-    edges, weights = mesh_edges(np.asarray(mesh.faces), num_vertices)
+    edges, weights = adjacency.mesh_edges(np.asarray(mesh.faces), num_vertices)
     rng = np.random.default_rng(seed)
     vertices = (np.asarray(mesh.vertices, np.float32)[None]
                 + 0.01 * rng.standard_normal((batch_size, num_vertices, 3)).astype(np.float32))
-    features = {"vertices": vertices, "edges": np.repeat(edges[None], batch_size, 0),
-                "edge_weights": np.repeat(weights[None], batch_size, 0)}
+    per_mesh = {"edges": edges, "edge_weights": weights}
+    if hasattr(adjacency, "neighbor_table"):  # the input of table-based implementations
+        tables = adjacency.neighbor_table(edges, weights, np.int32(num_vertices))
+        per_mesh.update(neighbors=tables[0].numpy(), neighbor_weights=tables[1].numpy())
+    features = {"vertices": vertices,
+                **{k: np.repeat(v[None], batch_size, 0) for k, v in per_mesh.items()}}
     return features, rng.integers(0, num_classes, (batch_size, num_vertices), dtype=np.int32)
 
 

@@ -1,11 +1,11 @@
 """Keras layer for the feature-steered graph convolution with a selectable implementation."""
 
-from typing import Optional
+from typing import Optional, Union
 
 import keras
 import tensorflow as tf
 
-from meshseg.ops import NEIGHBOR_TABLE_IMPLS, get_implementation
+from meshseg.ops import NEIGHBOR_TABLE_IMPLS, NeighborTable, get_implementation
 
 
 @keras.saving.register_keras_serializable(package="meshseg")
@@ -20,10 +20,9 @@ class FeatureSteeredConvolution(keras.layers.Layer):
     Call arguments:
       data: float32 [A1, ..., An, V, C] vertex features.
       neighbors: SparseTensor [A1, ..., An, V, V'] of adjacency weights (the row-normalised
-        1-ring with self-edges for a mesh).
+        1-ring with self-edges for a mesh), or, for the implementations in
+        `meshseg.ops.NEIGHBOR_TABLE_IMPLS` and 2-D data, a `meshseg.ops.NeighborTable`.
       sizes: optional int32 [A1, ..., An] vertex counts of padded graphs.
-      max_degree: optional static neighbour-table width for the implementations in
-        `meshseg.ops.NEIGHBOR_TABLE_IMPLS` (required by them under XLA); ignored by others.
 
     Returns float32 [A1, ..., An, V, D].
 
@@ -40,6 +39,7 @@ class FeatureSteeredConvolution(keras.layers.Layer):
 
     Raises:
       ValueError: for an unknown `impl` or non-positive sizes.
+      TypeError: (at call) for a `NeighborTable` passed to a SparseTensor implementation.
     """
 
     def __init__(self, num_weight_matrices: int, num_output_channels: int,
@@ -73,13 +73,14 @@ class FeatureSteeredConvolution(keras.layers.Layer):
         self.var_w = add("var_w", (weights, channels, self.num_output_channels))
         self.var_b = add("var_b", (self.num_output_channels,), regularized=False)
 
-    def call(self, data, neighbors: tf.SparseTensor, sizes: Optional[tf.Tensor] = None,
-             max_degree: Optional[int] = None):
+    def call(self, data, neighbors: Union[tf.SparseTensor, NeighborTable],
+             sizes: Optional[tf.Tensor] = None):
+        if isinstance(neighbors, NeighborTable) and self.impl not in NEIGHBOR_TABLE_IMPLS:
+            raise TypeError(f"impl={self.impl!r} takes a SparseTensor, not a NeighborTable")
         var_u = tf.convert_to_tensor(self.var_u)
         var_v = -var_u if self.translation_invariant else self.var_v
-        extra = {"max_degree": max_degree} if self.impl in NEIGHBOR_TABLE_IMPLS else {}
         return self._op(data, neighbors, sizes, var_u, var_v, self.var_c, self.var_w,
-                        self.var_b, xla=self.xla, **extra)
+                        self.var_b, xla=self.xla)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.num_output_channels,)

@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from meshseg.layers import FeatureSteeredConvolution
-from meshseg.ops import NEIGHBOR_TABLE_IMPLS
+from meshseg.ops import NEIGHBOR_TABLE_IMPLS, NeighborTable
 
 
 def batch_neighbors(edges: tf.Tensor, edge_weights: tf.Tensor, num_vertices_padded) -> tf.SparseTensor:
@@ -28,24 +28,21 @@ def batch_neighbors(edges: tf.Tensor, edge_weights: tf.Tensor, num_vertices_padd
     return tf.SparseTensor(indices, tf.reshape(edge_weights, [-1]), tf.stack([size, size]))
 
 
-def table_neighbors(neighbors: tf.Tensor, neighbor_weights: tf.Tensor) -> tf.SparseTensor:
-    """The block-diagonal adjacency of a padded batch from its neighbour tables.
+def batch_table(neighbors: tf.Tensor, neighbor_weights: tf.Tensor) -> NeighborTable:
+    """The neighbour tables of a padded batch as one table over all B*V vertices.
 
     Args:
       neighbors: int32 [B, V, K] local neighbour indices per vertex.
       neighbor_weights: float32 [B, V, K] adjacency values, 0 in unused slots.
 
     Returns:
-      SparseTensor [B*V, B*V] with exactly K entries per row, in row-major order (unused
-      slots are explicit zeros), the layout `NEIGHBOR_TABLE_IMPLS` read.
+      `NeighborTable` [B*V, K]; vertex i of mesh b is row b*V + i.
     """
     shape = tf.shape(neighbors)
     offsets = tf.range(shape[0])[:, tf.newaxis, tf.newaxis] * shape[1]
-    rows = tf.broadcast_to(tf.range(shape[0] * shape[1])[:, tf.newaxis], [shape[0] * shape[1], shape[2]])
-    cols = tf.reshape(neighbors + offsets, [-1, shape[2]])
-    indices = tf.cast(tf.reshape(tf.stack([rows, cols], axis=-1), [-1, 2]), tf.int64)
-    size = tf.cast(shape[0] * shape[1], tf.int64)
-    return tf.SparseTensor(indices, tf.reshape(neighbor_weights, [-1]), tf.stack([size, size]))
+    width = neighbors.shape[-1] or shape[2]
+    return NeighborTable(tf.reshape(neighbors + offsets, [-1, width]),
+                         tf.reshape(neighbor_weights, [-1, width]))
 
 
 def dummy_features() -> Dict[str, tf.Tensor]:
@@ -108,14 +105,12 @@ class MeshSegmentationNet(keras.Model):
         vertices = features["vertices"]
         shape = tf.shape(vertices)
         if self.impl in NEIGHBOR_TABLE_IMPLS:
-            neighbors = table_neighbors(features["neighbors"], features["neighbor_weights"])
-            max_degree = features["neighbors"].shape[-1]  # static when batches are padded to it
+            neighbors = batch_table(features["neighbors"], features["neighbor_weights"])
         else:
             neighbors = batch_neighbors(features["edges"], features["edge_weights"], shape[1])
-            max_degree = None
         x = tf.reshape(self.lin_in(vertices), [-1, self.input_channels])
         for conv in self.graph_convs:
-            x = tf.nn.relu(conv(x, neighbors, max_degree=max_degree))
+            x = tf.nn.relu(conv(x, neighbors))
         x = tf.reshape(x, [shape[0], shape[1], self.conv_channels[-1]])
         return self.lin_out(self.lin_hidden(x))
 

@@ -84,27 +84,3 @@ def mesh_edges_tf(triangles: tf.Tensor, num_vertices: tf.Tensor) -> tuple[tf.Ten
     edge_weights.set_shape([None])
     return edges, edge_weights
 
-
-def neighbor_table(edges: tf.Tensor, edge_weights: tf.Tensor,
-                   num_vertices: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """The adjacency as a padded neighbour table (ELL layout), in TF ops.
-
-    Args:
-      edges: int32 [E, 2] directed edges sorted by row i (as `mesh_edges` returns them).
-      edge_weights: float32 [E] adjacency values.
-      num_vertices: int32 scalar V.
-
-    Returns:
-      neighbors: int32 [V, K], K = the largest degree; row i lists the neighbours j of i in
-        edge order, then repeats i itself in unused slots.
-      neighbor_weights: float32 [V, K], the edges' weights, 0 in unused slots.
-    """
-    rows, cols = edges[:, 0], edges[:, 1]
-    degree = tf.math.bincount(rows, minlength=num_vertices, dtype=tf.int32)
-    slot = tf.range(tf.shape(rows)[0]) - tf.gather(tf.cumsum(degree, exclusive=True), rows)
-    index = tf.stack([rows, slot], axis=-1)
-    max_degree = tf.reduce_max(degree)
-    own = tf.tile(tf.range(num_vertices)[:, tf.newaxis], [1, max_degree])
-    neighbors = tf.tensor_scatter_nd_update(own, index, cols)
-    neighbor_weights = tf.scatter_nd(index, edge_weights, tf.stack([num_vertices, max_degree]))
-    return neighbors, neighbor_weights

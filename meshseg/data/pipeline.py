@@ -22,7 +22,8 @@ num_vertices and E = the largest num_edges in the batch:
 
 import tensorflow as tf
 
-from meshseg.data.adjacency import mesh_edges_tf, neighbor_table
+from meshseg.data.adjacency import mesh_edges_tf
+from meshseg.ops.neighbor_table import table_from_edges
 from meshseg.data.records import parse_mesh_record
 
 LABEL_PADDING = -1
@@ -69,7 +70,7 @@ def normalize_vertices(
 def _with_adjacency(mesh: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
     """Adds the 1-ring adjacency (edge list and neighbour table) to one parsed mesh."""
     edges, edge_weights = mesh_edges_tf(mesh["triangles"], mesh["num_vertices"])
-    neighbors, neighbor_weights = neighbor_table(edges, edge_weights, mesh["num_vertices"])
+    table, _ = table_from_edges(edges[:, 0], edges[:, 1], edge_weights, mesh["num_vertices"])
     return {
         "vertices": mesh["vertices"],
         "labels": mesh["labels"],
@@ -77,8 +78,8 @@ def _with_adjacency(mesh: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         "edges": edges,
         "edge_weights": edge_weights,
         "num_edges": tf.shape(edges, out_type=tf.int32)[0],
-        "neighbors": neighbors,
-        "neighbor_weights": neighbor_weights,
+        "neighbors": table.neighbors,
+        "neighbor_weights": table.weights,
     }
 
 

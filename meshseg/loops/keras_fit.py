@@ -78,5 +78,5 @@ def train_keras(model: keras.Model, optimizer: keras.optimizers.Optimizer,
                            LastBatch(batch_accuracy, "step_accuracy"),
                            LastBatch(count_vertices, "step_vertices")])
     epochs = -(-steps // eval_every)
-    model.fit(dataset, steps_per_epoch=eval_every, epochs=epochs, verbose=0,
+    model.fit(dataset, steps_per_epoch=eval_every, epochs=epochs, verbose=0, shuffle=False,
               callbacks=[StepLogger(logger, run_eval, steps)])

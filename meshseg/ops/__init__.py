@@ -4,8 +4,9 @@ Every entry of `IMPLEMENTATIONS` is called as
 `op(data, neighbors, sizes, var_u, var_v, var_c, var_w, var_b, xla=False)` with the
 shapes of `tensorflow_graphics.geometry.convolution.graph_convolution.feature_steered_convolution`
 and returns the same values; `xla=True` selects a formulation that compiles under
-`tf.function(jit_compile=True)`. Those in `NEIGHBOR_TABLE_IMPLS` also take
-`max_degree` (the static neighbour-table width needed under XLA).
+`tf.function(jit_compile=True)`. Those in `NEIGHBOR_TABLE_IMPLS` also accept a
+`NeighborTable` instead of the SparseTensor, and take `max_degree` (the static table
+width a SparseTensor needs under XLA).
 """
 
 from typing import Callable, Dict
@@ -13,6 +14,7 @@ from typing import Callable, Dict
 from meshseg.ops.block_sparse import block_sparse
 from meshseg.ops.gather_matmul import gather_matmul
 from meshseg.ops.gather_sum import gather_sum
+from meshseg.ops.neighbor_table import NeighborTable
 from meshseg.ops.sparse_matmul import sparse_matmul
 
 IMPLEMENTATIONS: Dict[str, Callable] = {
@@ -22,7 +24,7 @@ IMPLEMENTATIONS: Dict[str, Callable] = {
     "gather_matmul": gather_matmul,
 }
 
-# Implementations that read the adjacency as a neighbour table and take `max_degree`.
+# Implementations that also accept a `NeighborTable` and take `max_degree`.
 NEIGHBOR_TABLE_IMPLS = frozenset({"gather_matmul"})
 
 # How each implementation runs under XLA, for the run log.
