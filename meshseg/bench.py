@@ -17,6 +17,7 @@ import argparse
 import itertools
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -78,24 +79,24 @@ def icosphere_batch(num_vertices: int, batch_size: int, num_classes: int, seed: 
 
     Returns:
       (features, labels): features {"vertices" float32 [B, V, 3], "edges" int32 [B, E, 2],
-      "edge_weights" float32 [B, E]} as numpy arrays, plus "neighbors" int32 [B, V, K] and
-      "neighbor_weights" float32 [B, V, K] where `meshseg.data.adjacency` can build the
-      neighbour table; labels int32 [B, V].
+      "edge_weights" float32 [B, E], "neighbors" int32 [B, V, K], "neighbor_weights" float32
+      [B, V, K]} as numpy arrays (the inputs of `meshseg.data.pipeline`, K = largest degree),
+      labels int32 [B, V].
     """
     import numpy as np
     import trimesh
 
-    from meshseg.data import adjacency
+    from meshseg.data.adjacency import mesh_edges
+    from meshseg.ops.neighbor_table import table_from_edges
 
     mesh = trimesh.creation.icosphere(subdivisions=ICOSPHERE_SIZES[num_vertices])
-    edges, weights = adjacency.mesh_edges(np.asarray(mesh.faces), num_vertices)
+    edges, weights = mesh_edges(np.asarray(mesh.faces), num_vertices)
+    table, _ = table_from_edges(edges[:, 0], edges[:, 1], weights, num_vertices)
     rng = np.random.default_rng(seed)
     vertices = (np.asarray(mesh.vertices, np.float32)[None]
                 + 0.01 * rng.standard_normal((batch_size, num_vertices, 3)).astype(np.float32))
-    per_mesh = {"edges": edges, "edge_weights": weights}
-    if hasattr(adjacency, "neighbor_table"):  # the input of table-based implementations
-        tables = adjacency.neighbor_table(edges, weights, np.int32(num_vertices))
-        per_mesh.update(neighbors=tables[0].numpy(), neighbor_weights=tables[1].numpy())
+    per_mesh = {"edges": edges, "edge_weights": weights, "neighbors": table.neighbors.numpy(),
+                "neighbor_weights": table.weights.numpy()}
     features = {"vertices": vertices,
                 **{k: np.repeat(v[None], batch_size, 0) for k, v in per_mesh.items()}}
     return features, rng.integers(0, num_classes, (batch_size, num_vertices), dtype=np.int32)
@@ -228,6 +229,13 @@ def _run_worker(job: Dict, timeout: float) -> Dict:
                          f"{lines[-1] if lines else 'no output'}"}
 
 
+def _first_line(exc: Exception) -> str:
+    """`Type: first non-empty line of the message`, without terminal colour codes."""
+    message = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) else str(exc)
+    lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", message).splitlines()]
+    return f"{type(exc).__name__}: {next((line for line in lines if line), '')}"
+
+
 def _worker_main(job: Dict, result_path: str) -> None:
     try:
         if job["kind"] == "matmul_peak":
@@ -235,8 +243,7 @@ def _worker_main(job: Dict, result_path: str) -> None:
         else:
             result = measure(job)
     except Exception as exc:  # reported as the row's error, never raised to the parent
-        first = (str(exc).strip().splitlines() or [""])[0]
-        result = {"error": f"{type(exc).__name__}: {first}"}
+        result = {"error": _first_line(exc)}
     with open(result_path, "w") as f:
         json.dump(result, f)
 

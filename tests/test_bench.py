@@ -112,3 +112,9 @@ def test_a_tiny_run_writes_a_row_per_configuration(tmp_path, capsys):
 def test_a_configuration_past_its_timeout_becomes_an_error_row():
     result = bench._run_worker({"kind": "matmul_peak", "size": 64}, timeout=0.2)
     assert result == {"error": "timeout after 0.2 s"}
+
+
+def test_a_worker_error_is_reported_by_its_type_and_first_line():
+    error = KeyError("Exception encountered when calling Model.call().\n\n\x1b[1mneighbors\x1b[0m")
+    assert bench._first_line(error) == "KeyError: Exception encountered when calling Model.call()."
+    assert bench._first_line(ValueError("\nbad shape\nmore")) == "ValueError: bad shape"
