@@ -2,11 +2,15 @@
 
 import json
 import os
+import resource
 import statistics
+import sys
 from typing import Dict, List, Optional
 
 import tensorflow as tf
 from tqdm.auto import tqdm
+
+from meshseg.hparams import log_hparams
 
 
 class RunLogger:
@@ -33,6 +37,11 @@ class RunLogger:
         self.compile_times_s: List[float] = []
         self.last_eval: Dict[str, float] = {}
         self.progress = tqdm(total=total_steps, desc="train", unit="step", dynamic_ncols=True)
+
+    def resume_at(self, step: int) -> None:
+        """Starts the progress bar (and its ETA) at `step`, for a resumed run."""
+        self.progress.initial = self.progress.n = step
+        self.progress.refresh()
 
     def log_step(self, step: int, loss: float, accuracy: float, seconds: float,
                  num_vertices: int, compiled: bool) -> None:
@@ -75,11 +84,17 @@ class RunLogger:
         }
 
     def close(self, wall_time_s: float) -> Dict:
-        """Flushes the event files, writes `summary.json` and returns the summary."""
+        """Flushes the event files, adds `peak_rss_mib` (the process' peak resident memory,
+        MiB) to the summary, logs it for the HParams dashboard (`meshseg.hparams`), writes
+        `summary.json` and returns the summary."""
         self.progress.close()
         self.train_writer.flush()
         self.eval_writer.flush()
         summary = self.summary(wall_time_s)
+        # Peak resident memory of this process so far (ru_maxrss: KiB on Linux, bytes on macOS).
+        max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        summary["peak_rss_mib"] = max_rss / (2**20 if sys.platform == "darwin" else 2**10)
+        log_hparams(self.run_dir, summary)
         with open(os.path.join(self.run_dir, "summary.json"), "w") as f:
             json.dump(summary, f, indent=2)
         return summary

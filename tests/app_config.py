@@ -4,6 +4,8 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
+import meshseg.config  # noqa: F401  (registers the config schema)
+
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 

@@ -1,11 +1,13 @@
 """The custom training loop: a GradientTape step in a `tf.function`, optionally XLA-compiled."""
 
 import time
-from typing import Callable, Dict, Iterator
+from typing import Callable, Dict
 
 import keras
 import tensorflow as tf
 
+from meshseg.checkpoints import StopSignals, TrainingCheckpoint
+from meshseg.errors import Interrupted, NonFiniteError
 from meshseg.metrics import PADDING_LABEL, masked_cross_entropy
 from meshseg.summaries import RunLogger
 
@@ -20,13 +22,17 @@ def batch_accuracy(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
 class TrainStep:
     """One optimisation step, traced once per input signature and counted.
 
+    The update is applied only when the loss and every gradient are finite, so a bad
+    batch leaves the weights as they were.
+
     Args:
       model: the network; its trainable variables are updated.
       optimizer: a Keras optimizer.
       jit: compile the whole step (forward, backward, update) with XLA.
 
-    Call: `(features, labels) -> (loss, accuracy)` float32 scalars. `traces` counts how
-    often the step was traced (each trace is followed by a compilation).
+    Call: `(features, labels) -> (loss, accuracy, finite)`: float32 scalars and a bool
+    scalar. `traces` counts how often the step was traced (each trace is followed by a
+    compilation).
     """
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer, jit: bool):
@@ -42,27 +48,70 @@ class TrainStep:
             loss = masked_cross_entropy(labels, logits)
             total_loss = loss + tf.add_n(self.model.losses) if self.model.losses else loss
         variables = self.model.trainable_variables
-        self.optimizer.apply_gradients(zip(tape.gradient(total_loss, variables), variables))
-        return loss, batch_accuracy(labels, logits)
+        gradients = tape.gradient(total_loss, variables)
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in [total_loss] + gradients])
+        if not self.optimizer.built:  # its variables must exist outside the tf.cond below
+            self.optimizer.build(variables)
+
+        def apply():
+            self.optimizer.apply_gradients(zip(gradients, variables))
+            return tf.constant(True)
+
+        tf.cond(finite, apply, lambda: tf.constant(False))
+        return loss, batch_accuracy(labels, logits), finite
 
     def __call__(self, features, labels):
         return self._step(features, labels)
 
 
-def train_custom(model: keras.Model, optimizer: keras.optimizers.Optimizer,
-                 batches: Iterator, steps: int, eval_every: int, jit: bool,
-                 logger: RunLogger, run_eval: Callable[[], Dict[str, float]]) -> None:
-    """Runs `steps` training steps from `batches`, evaluating every `eval_every` and at the end."""
+def train_custom(model: keras.Model, optimizer: keras.optimizers.Optimizer, dataset: tf.data.Dataset,
+                 steps: int, eval_every: int, jit: bool, logger: RunLogger,
+                 run_eval: Callable[[], Dict[str, float]], run_dir: str, checkpoint_every: int,
+                 checkpoints_kept: int) -> None:
+    """Trains for `steps` steps of the repeated `dataset`, resuming from the latest checkpoint.
+
+    Evaluates every `eval_every` steps and at the end; saves a checkpoint (model, optimizer,
+    step, input position) every `checkpoint_every` steps, at the end, and on SIGINT/SIGTERM.
+
+    Raises:
+      NonFiniteError: at the first step with a non-finite loss or gradient (its update is
+        not applied and no checkpoint is written after it).
+      Interrupted: after SIGINT/SIGTERM, once the checkpoint is saved.
+    """
+    batches = iter(dataset)
+    checkpoint = TrainingCheckpoint(run_dir, model, optimizer, batches, checkpoints_kept)
+    start_step = checkpoint.restore_latest()
+    logger.resume_at(start_step)
     train_step = TrainStep(model, optimizer, jit)
-    for step in range(1, steps + 1):
-        features, labels = next(batches)
-        traces = train_step.traces
-        start = time.perf_counter()
-        loss, accuracy = train_step(features, labels)
-        loss = float(loss)  # waits for the step to finish
-        seconds = time.perf_counter() - start
-        logger.log_step(step, loss, float(accuracy), seconds,
-                        int(tf.reduce_sum(features["num_vertices"])),
-                        compiled=train_step.traces > traces)
-        if step % eval_every == 0 or step == steps:
-            logger.log_eval(step, run_eval())
+    with StopSignals() as signals:
+        for step in range(start_step + 1, steps + 1):
+            features, labels = next(batches)
+            traces = train_step.traces
+            start = time.perf_counter()
+            loss, accuracy, finite = train_step(features, labels)
+            loss = float(loss)  # waits for the step to finish
+            seconds = time.perf_counter() - start
+            if not bool(finite):
+                raise NonFiniteError(
+                    f"step {step}: non-finite loss ({loss}) or gradient; the update was not "
+                    f"applied. Batch: {describe_batch(features)}. Last good checkpoint: "
+                    f"{checkpoint.manager.latest_checkpoint or 'none'}")
+            logger.log_step(step, loss, float(accuracy), seconds,
+                            int(tf.reduce_sum(features["num_vertices"])),
+                            compiled=train_step.traces > traces)
+            if step % eval_every == 0 or step == steps:
+                logger.log_eval(step, run_eval())
+            if step % checkpoint_every == 0 or step == steps or signals.received:
+                checkpoint.save(step)
+            if signals.received:
+                raise Interrupted(f"stopped by signal {signals.received} after step {step}; "
+                                  f"checkpoint saved in {checkpoint.manager.directory}",
+                                  signals.received)
+
+
+def describe_batch(features: Dict[str, tf.Tensor]) -> str:
+    """The meshes of a batch, by id when the pipeline provides one, else by vertex count."""
+    if "mesh_id" in features:
+        return ", ".join(m.decode() for m in features["mesh_id"].numpy())
+    counts = features["num_vertices"].numpy().tolist()
+    return f"{len(counts)} meshes with {counts} vertices"

@@ -1,11 +1,15 @@
-"""The Keras loop: `Model.fit` with callbacks that log per-step time and evaluate."""
+"""The Keras loop: `Model.fit` with a callback that logs per-step time, evaluates and saves
+checkpoints."""
 
+import math
 import time
 from typing import Callable, Dict
 
 import keras
 import tensorflow as tf
 
+from meshseg.checkpoints import StopSignals, TrainingCheckpoint
+from meshseg.errors import Interrupted, NonFiniteError
 from meshseg.loops.custom import batch_accuracy
 from meshseg.metrics import PADDING_LABEL, MaskedCrossEntropy, masked_cross_entropy
 from meshseg.summaries import RunLogger
@@ -28,20 +32,31 @@ class LastBatch(keras.metrics.Metric):
         return tf.identity(self.value)
 
 
+def count_vertices(y_true, y_pred) -> tf.Tensor:
+    """Number of real (unpadded) vertices in the batch, as float32."""
+    return tf.reduce_sum(tf.cast(y_true != PADDING_LABEL, tf.float32))
+
+
 class StepLogger(keras.callbacks.Callback):
-    """Times each `fit` step and sends loss, accuracy and time to a `RunLogger`.
+    """Times each `fit` step, logs it, evaluates, checkpoints, and stops on NaN or signals.
 
     The first step of `fit` traces and compiles the train function and is logged as
-    compile time. Evaluates at the end of every epoch (`eval_every` steps) and stops
-    training after `steps` steps.
+    compile time.
     """
 
-    def __init__(self, logger: RunLogger, run_eval: Callable[[], Dict[str, float]], steps: int):
+    def __init__(self, logger: RunLogger, run_eval: Callable[[], Dict[str, float]], steps: int,
+                 eval_every: int, checkpoint: TrainingCheckpoint, checkpoint_every: int,
+                 start_step: int, signals: StopSignals):
         super().__init__()
         self.logger = logger
         self.run_eval = run_eval
         self.steps = steps
-        self.step = 0
+        self.eval_every = eval_every
+        self.checkpoint = checkpoint
+        self.checkpoint_every = checkpoint_every
+        self.first_step = start_step + 1
+        self.step = start_step
+        self.signals = signals
         self.start = 0.0
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -51,32 +66,45 @@ class StepLogger(keras.callbacks.Callback):
         loss = float(logs["step_loss"])  # waits for the step to finish
         seconds = time.perf_counter() - self.start
         self.step += 1
+        if not math.isfinite(loss):
+            raise NonFiniteError(
+                f"step {self.step}: non-finite loss ({loss}) in Model.fit (loop=custom names the "
+                f"meshes of the batch). Last good checkpoint: "
+                f"{self.checkpoint.manager.latest_checkpoint or 'none'}")
         self.logger.log_step(self.step, loss, float(logs["step_accuracy"]), seconds,
-                             int(logs["step_vertices"]), compiled=self.step == 1)
-        if self.step == self.steps:
-            self.model.stop_training = True
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.logger.log_eval(self.step, self.run_eval())
-
-
-def count_vertices(y_true, y_pred) -> tf.Tensor:
-    """Number of real (unpadded) vertices in the batch, as float32."""
-    return tf.reduce_sum(tf.cast(y_true != PADDING_LABEL, tf.float32))
+                             int(logs["step_vertices"]), compiled=self.step == self.first_step)
+        if self.step % self.eval_every == 0 or self.step == self.steps:
+            self.logger.log_eval(self.step, self.run_eval())
+        if self.step % self.checkpoint_every == 0 or self.step == self.steps or self.signals.received:
+            self.checkpoint.save(self.step)
+        if self.signals.received:
+            raise Interrupted(f"stopped by signal {self.signals.received} after step {self.step}; "
+                              f"checkpoint saved in {self.checkpoint.manager.directory}",
+                              self.signals.received)
 
 
 def train_keras(model: keras.Model, optimizer: keras.optimizers.Optimizer,
                 dataset: tf.data.Dataset, steps: int, eval_every: int, jit: bool,
-                logger: RunLogger, run_eval: Callable[[], Dict[str, float]]) -> None:
-    """Trains with one `Model.fit` call for `steps` steps of the repeated `dataset`.
+                logger: RunLogger, run_eval: Callable[[], Dict[str, float]], run_dir: str,
+                checkpoint_every: int, checkpoints_kept: int) -> None:
+    """Trains with one `Model.fit` call over the repeated `dataset` up to `steps` steps.
 
-    One Keras epoch is `eval_every` steps; training stops after exactly `steps` steps.
-    Loss and accuracy are those of `train_custom`, step for step.
+    Loss and accuracy match `train_custom`, step for step. A resumed run restores model,
+    optimizer and step from the latest checkpoint; the input stream restarts (Keras owns
+    the iterator), so exact replay of an interrupted run is guaranteed by `loop=custom` only.
+
+    Raises:
+      NonFiniteError, Interrupted: as `train_custom`.
     """
     model.compile(optimizer=optimizer, loss=MaskedCrossEntropy(), jit_compile=jit,
                   metrics=[LastBatch(masked_cross_entropy, "step_loss"),
                            LastBatch(batch_accuracy, "step_accuracy"),
                            LastBatch(count_vertices, "step_vertices")])
-    epochs = -(-steps // eval_every)
-    model.fit(dataset, steps_per_epoch=eval_every, epochs=epochs, verbose=0, shuffle=False,
-              callbacks=[StepLogger(logger, run_eval, steps)])
+    checkpoint = TrainingCheckpoint(run_dir, model, optimizer, max_to_keep=checkpoints_kept)
+    start_step = checkpoint.restore_latest()
+    logger.resume_at(start_step)
+    with StopSignals() as signals:
+        callback = StepLogger(logger, run_eval, steps, eval_every, checkpoint, checkpoint_every,
+                              start_step, signals)
+        model.fit(dataset, steps_per_epoch=steps - start_step, epochs=1, verbose=0,
+                  shuffle=False, callbacks=[callback])
