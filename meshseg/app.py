@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from meshseg.data.pipeline import make_dataset
 from meshseg.data.prepare import prepare_rna_sample
+from meshseg.autotune import choose_impl
 from meshseg.checkpoints import latest_step
 from meshseg.errors import ConfigError
 from meshseg.evaluate import evaluate, label_histogram, make_predict_step
@@ -123,21 +124,27 @@ def run(cfg: DictConfig, run_dir: str) -> Dict:
         num_vertices, num_edges, max_degree = np.maximum(train_extent, test_extent)
         pad_to = (round_up(num_vertices), round_up(num_edges), int(max_degree))
         log.info("jit=true: padding every batch to %d vertices, %d edges, %d neighbours", *pad_to)
-        log.info("impl=%s under XLA uses %s", cfg.impl.name, XLA_FORMULATION[cfg.impl.name])
     dataset_args = dict(batch_size=cfg.data.batch_size, mean_center=cfg.data.mean_center,
                         unit_scale=cfg.data.unit_scale, pad_to=pad_to)
     train_data = make_dataset(files["train"], training=True, seed=cfg.seed, repeat=True,
                               shuffle_buffer=cfg.data.shuffle_buffer, **dataset_args)
     test_data = make_dataset(files["test"], training=False, **dataset_args)
 
-    model = MeshSegmentationNet(cfg.data.num_classes, impl=cfg.impl.name, xla=cfg.jit,
-                                **OmegaConf.to_container(cfg.model))
+    model_kwargs = OmegaConf.to_container(cfg.model)
+    impl = cfg.impl.name
+    if impl == "auto":
+        features, labels = next(iter(train_data))
+        impl = choose_impl(features, labels, cfg.jit, cfg.data.num_classes, model_kwargs,
+                           cfg.impl.candidates, cfg.impl.timing_steps, cfg.impl.cache_file)
+    if cfg.jit:
+        log.info("impl=%s under XLA uses %s", impl, XLA_FORMULATION[impl])
+    model = MeshSegmentationNet(cfg.data.num_classes, impl=impl, xla=cfg.jit, **model_kwargs)
     model.build_from_config({})
     schedule = keras.optimizers.schedules.ExponentialDecay(
         cfg.optimizer.learning_rate, cfg.optimizer.decay_steps, cfg.optimizer.decay_rate)
     optimizer = keras.optimizers.Adam(schedule, beta_1=cfg.optimizer.beta_1,
                                       epsilon=cfg.optimizer.epsilon)
-    hparams = {"impl": cfg.impl.name, "jit": bool(cfg.jit), "loop": cfg.loop.name,
+    hparams = {"impl": impl, "jit": bool(cfg.jit), "loop": cfg.loop.name,
                "batch_size": cfg.data.batch_size, "data": cfg.data.name}
     predict = make_predict_step(model, cfg.jit)
 

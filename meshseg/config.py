@@ -34,6 +34,15 @@ class NamedConfig:
 
 
 @dataclass
+class ImplConfig:
+    name: str = "???"
+    # impl=auto only: implementations timed, steps timed each, and the timing cache.
+    candidates: List[str] = field(default_factory=list)
+    timing_steps: int = 2
+    cache_file: Optional[str] = None
+
+
+@dataclass
 class CheckpointConfig:
     every: int = 100  # steps between checkpoints
     keep: int = 3  # checkpoints kept
@@ -43,7 +52,7 @@ class CheckpointConfig:
 class TrainConfig:
     data: Dict[str, Any] = field(default_factory=dict)
     model: ModelConfig = field(default_factory=ModelConfig)
-    impl: NamedConfig = field(default_factory=NamedConfig)
+    impl: ImplConfig = field(default_factory=ImplConfig)
     loop: NamedConfig = field(default_factory=NamedConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
