@@ -145,7 +145,10 @@ def run(cfg: DictConfig, run_dir: str) -> Dict:
     optimizer = keras.optimizers.Adam(schedule, beta_1=cfg.optimizer.beta_1,
                                       epsilon=cfg.optimizer.epsilon)
     hparams = {"impl": impl, "jit": bool(cfg.jit), "loop": cfg.loop.name,
-               "batch_size": cfg.data.batch_size, "data": cfg.data.name}
+               "batch_size": cfg.data.batch_size, "data": cfg.data.name,
+               "learning_rate": cfg.optimizer.learning_rate, **model_kwargs,
+               "num_classes": cfg.data.num_classes, "mean_center": cfg.data.mean_center,
+               "unit_scale": cfg.data.unit_scale, "test_files": files["test"]}
     predict = make_predict_step(model, cfg.jit)
 
     def run_eval():

@@ -47,8 +47,10 @@ def test_every_config_group_option_composes_and_builds_a_model(group, tiny_datas
             assert cfg.data.name == option
             continue
         cfg = tiny_config(tiny_dataset, f"{group}={option}")
-        model = MeshSegmentationNet(cfg.data.num_classes, impl=cfg.impl.name, **cfg.model)
-        assert model.impl == cfg.impl.name and model.conv_channels == (8, 8, 16)
+        impls = cfg.impl.candidates if cfg.impl.name == "auto" else [cfg.impl.name]
+        for impl in impls:
+            model = MeshSegmentationNet(cfg.data.num_classes, impl=impl, **cfg.model)
+            assert model.impl == impl and model.conv_channels == (8, 8, 16)
 
 
 def test_unknown_impl_fails_at_composition():
