@@ -29,6 +29,7 @@ from meshseg.workdir import claim_run_dir
 
 log = logging.getLogger(__name__)
 PAD_MULTIPLE = 256
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
 def validate(cfg: DictConfig) -> None:
@@ -40,6 +41,8 @@ def validate(cfg: DictConfig) -> None:
     for key in ("steps", "eval_every", "checkpoint.every", "checkpoint.keep", "data.batch_size"):
         if OmegaConf.select(cfg, key) < 1:
             raise ConfigError(f"{key} must be >= 1, got {OmegaConf.select(cfg, key)}")
+    if cfg.precision not in PRECISIONS:
+        raise ConfigError(f"precision={cfg.precision}: choose one of {', '.join(PRECISIONS)}")
     if cfg.resume is not None and not os.path.isdir(to_absolute_path(cfg.resume)):
         raise ConfigError(f"resume={cfg.resume}: no such run directory")
     if cfg.data.source == "rna_sample":
@@ -138,14 +141,21 @@ def run(cfg: DictConfig, run_dir: str) -> Dict:
                            cfg.impl.candidates, cfg.impl.timing_steps, cfg.impl.cache_file)
     if cfg.jit:
         log.info("impl=%s under XLA uses %s", impl, XLA_FORMULATION[impl])
-    model = MeshSegmentationNet(cfg.data.num_classes, impl=impl, xla=cfg.jit, **model_kwargs)
+    keras.mixed_precision.set_global_policy(cfg.precision)
+    try:
+        model = MeshSegmentationNet(cfg.data.num_classes, impl=impl, xla=cfg.jit, **model_kwargs)
+    finally:  # the policy applies to layers built above only; other code keeps float32
+        keras.mixed_precision.set_global_policy("float32")
     model.build_from_config({})
     schedule = keras.optimizers.schedules.ExponentialDecay(
         cfg.optimizer.learning_rate, cfg.optimizer.decay_steps, cfg.optimizer.decay_rate)
     optimizer = keras.optimizers.Adam(schedule, beta_1=cfg.optimizer.beta_1,
                                       epsilon=cfg.optimizer.epsilon)
+    if cfg.precision == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     hparams = {"impl": impl, "jit": bool(cfg.jit), "loop": cfg.loop.name,
                "batch_size": cfg.data.batch_size, "data": cfg.data.name,
+               "precision": cfg.precision,
                "learning_rate": cfg.optimizer.learning_rate, **model_kwargs,
                "num_classes": cfg.data.num_classes, "mean_center": cfg.data.mean_center,
                "unit_scale": cfg.data.unit_scale, "test_files": files["test"]}

@@ -59,6 +59,7 @@ class TrainConfig:
     seed: int = 0
     jit: bool = False
     deterministic: bool = False
+    precision: str = "float32"  # float32 | mixed_float16 | mixed_bfloat16
     steps: int = 500
     eval_every: int = 100
     resume: Optional[str] = None

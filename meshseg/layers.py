@@ -5,7 +5,7 @@ from typing import Optional, Union
 import keras
 import tensorflow as tf
 
-from meshseg.ops import NEIGHBOR_TABLE_IMPLS, NeighborTable, get_implementation
+from meshseg.ops import FLOAT32_IMPLS, NEIGHBOR_TABLE_IMPLS, NeighborTable, get_implementation
 
 
 @keras.saving.register_keras_serializable(package="meshseg")
@@ -36,6 +36,9 @@ class FeatureSteeredConvolution(keras.layers.Layer):
       regularizer: anything `keras.regularizers.get` accepts, applied to u, v and W.
       xla: use the implementation's XLA-compilable formulation (set when the step runs
         under `jit_compile=True`).
+      dtype: a Keras dtype policy; under "mixed_float16" / "mixed_bfloat16" the variables
+        stay float32, `gather_matmul` computes in the low precision with its softmax in
+        float32, and the implementations in `meshseg.ops.FLOAT32_IMPLS` run in float32.
 
     Raises:
       ValueError: for an unknown `impl` or non-positive sizes.
@@ -77,10 +80,20 @@ class FeatureSteeredConvolution(keras.layers.Layer):
              sizes: Optional[tf.Tensor] = None):
         if isinstance(neighbors, NeighborTable) and self.impl not in NEIGHBOR_TABLE_IMPLS:
             raise TypeError(f"impl={self.impl!r} takes a SparseTensor, not a NeighborTable")
-        var_u = tf.convert_to_tensor(self.var_u)
-        var_v = -var_u if self.translation_invariant else self.var_v
-        return self._op(data, neighbors, sizes, var_u, var_v, self.var_c, self.var_w,
-                        self.var_b, xla=self.xla)
+        variables = [self.var_u, self.var_v, self.var_c, self.var_w, self.var_b]
+        dtype = tf.float32 if self.impl in FLOAT32_IMPLS else self.compute_dtype
+        data = tf.cast(data, dtype)
+        if isinstance(neighbors, NeighborTable):
+            neighbors = NeighborTable(neighbors.neighbors, tf.cast(neighbors.weights, dtype))
+        else:
+            neighbors = tf.SparseTensor(neighbors.indices, tf.cast(neighbors.values, dtype),
+                                        neighbors.dense_shape)
+        var_u, var_v, var_c, var_w, var_b = (
+            None if v is None else tf.cast(tf.convert_to_tensor(v), dtype) for v in variables)
+        if self.translation_invariant:
+            var_v = -var_u
+        out = self._op(data, neighbors, sizes, var_u, var_v, var_c, var_w, var_b, xla=self.xla)
+        return tf.cast(out, self.compute_dtype)
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.num_output_channels,)

@@ -99,7 +99,8 @@ class MeshSegmentationNet(keras.Model):
                                       name=f"feast_{channels}")
             for channels in self.conv_channels]
         self.lin_hidden = keras.layers.Conv1D(hidden_channels, 1, activation="relu", name="lin_hidden")
-        self.lin_out = keras.layers.Conv1D(num_classes, 1, name="lin_out")
+        # Logits in float32 also under a mixed-precision policy (numerically safe softmax).
+        self.lin_out = keras.layers.Conv1D(num_classes, 1, name="lin_out", dtype="float32")
 
     def call(self, features: Dict[str, tf.Tensor]):
         vertices = features["vertices"]

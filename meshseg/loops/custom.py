@@ -23,7 +23,8 @@ class TrainStep:
     """One optimisation step, traced once per input signature and counted.
 
     The update is applied only when the loss and every gradient are finite, so a bad
-    batch leaves the weights as they were.
+    batch leaves the weights as they were. With a `keras.optimizers.LossScaleOptimizer`
+    (mixed_float16) the loss is scaled, and only a non-finite loss counts as bad.
 
     Args:
       model: the network; its trainable variables are updated.
@@ -43,13 +44,19 @@ class TrainStep:
 
     def _train_step(self, features, labels):
         self.traces += 1
+        scaling = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
         with tf.GradientTape() as tape:
             logits = self.model(features, training=True)
             loss = masked_cross_entropy(labels, logits)
             total_loss = loss + tf.add_n(self.model.losses) if self.model.losses else loss
+            if scaling:
+                total_loss = self.optimizer.scale_loss(total_loss)
         variables = self.model.trainable_variables
         gradients = tape.gradient(total_loss, variables)
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in [total_loss] + gradients])
+        # With loss scaling, non-finite gradients are expected now and then: the
+        # LossScaleOptimizer skips those updates and lowers the scale itself.
+        checked = [loss] if scaling else [total_loss] + gradients
+        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in checked])
         if not self.optimizer.built:  # its variables must exist outside the tf.cond below
             self.optimizer.build(variables)
 

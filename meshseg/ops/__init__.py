@@ -27,6 +27,10 @@ IMPLEMENTATIONS: Dict[str, Callable] = {
 # Implementations that also accept a `NeighborTable` and take `max_degree`.
 NEIGHBOR_TABLE_IMPLS = frozenset({"gather_matmul"})
 
+# Implementations computed in float32 under a mixed-precision policy (the library op, and
+# the sparse-matmul kernels, whose softmax normalisation is spread over several ops).
+FLOAT32_IMPLS = frozenset({"gather_sum", "sparse_matmul", "block_sparse"})
+
 # How each implementation runs under XLA, for the run log.
 XLA_FORMULATION = {
     "gather_sum": "library op on inputs flattened to 2-D (its batch flattening uses SparseReshape)",
