@@ -108,6 +108,8 @@ def run(cfg: DictConfig, run_dir: str) -> Dict:
     validate(cfg)
     if cfg.resume is not None:
         run_dir = to_absolute_path(cfg.resume)
+    if cfg.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(cfg.threads)
     keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()

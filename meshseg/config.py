@@ -60,6 +60,7 @@ class TrainConfig:
     jit: bool = False
     deterministic: bool = False
     precision: str = "float32"  # float32 | mixed_float16 | mixed_bfloat16
+    threads: int = 0  # TensorFlow intra-op threads; 0: TensorFlow's default (all cores)
     steps: int = 500
     eval_every: int = 100
     resume: Optional[str] = None
