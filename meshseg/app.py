@@ -1,25 +1,25 @@
 """The training application: validates the config, claims the run directory, builds data,
 model and optimizer, and trains with the configured loop."""
 
-import glob
 import json
 import logging
 import os
+import shutil
+import tempfile
 import time
-from typing import Dict, List, Tuple
+from typing import Dict
 
 import keras
-import numpy as np
 import tensorflow as tf
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig, OmegaConf
 
-from meshseg.data.pipeline import make_dataset
-from meshseg.data.prepare import prepare_rna_sample
 from meshseg.autotune import choose_impl
 from meshseg.checkpoints import latest_step
-from meshseg.errors import ConfigError
-from meshseg.evaluate import evaluate, label_histogram, make_predict_step
+from meshseg.data.sources import build_datasets
+from meshseg.distribute import is_chief, make_strategy
+from meshseg.errors import ConfigError, DataError
+from meshseg.evaluate import evaluate, make_predict_step
 from meshseg.loops.custom import train_custom
 from meshseg.loops.keras_fit import train_keras
 from meshseg.model import MeshSegmentationNet
@@ -28,12 +28,11 @@ from meshseg.summaries import RunLogger
 from meshseg.workdir import claim_run_dir
 
 log = logging.getLogger(__name__)
-PAD_MULTIPLE = 256
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 
 
 def validate(cfg: DictConfig) -> None:
-    """Checks values the schema cannot: positive counts and existing paths.
+    """Checks values the schema cannot: positive counts, choices, combinations, paths.
 
     Raises:
       ConfigError: naming the setting.
@@ -43,51 +42,54 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"{key} must be >= 1, got {OmegaConf.select(cfg, key)}")
     if cfg.precision not in PRECISIONS:
         raise ConfigError(f"precision={cfg.precision}: choose one of {', '.join(PRECISIONS)}")
+    if cfg.strategy.name != "default" and cfg.jit:
+        raise ConfigError(f"jit=true with strategy={cfg.strategy.name} is not supported; "
+                          "use jit=false (replicas merge updates outside XLA)")
+    if cfg.strategy.name == "multi_worker" and cfg.loop.name != "custom":
+        raise ConfigError("strategy=multi_worker needs loop=custom (Keras 3 Model.fit does not "
+                          "run MultiWorkerMirroredStrategy here)")
     if cfg.resume is not None and not os.path.isdir(to_absolute_path(cfg.resume)):
         raise ConfigError(f"resume={cfg.resume}: no such run directory")
-    if cfg.data.source == "rna_sample":
-        root = to_absolute_path(cfg.data.root)
-        if not os.path.isdir(root):
-            raise ConfigError(f"data.root={cfg.data.root}: no such directory ({root})")
-        return
-    for split in ("train", "test"):
-        pattern = to_absolute_path(cfg.data[f"{split}_files"])
-        if not glob.glob(pattern):
-            raise ConfigError(f"data.{split}_files={cfg.data[f'{split}_files']}: matches no file")
 
 
-def resolve_files(data_cfg: DictConfig) -> Dict[str, List[str]]:
-    """Train and test shard paths: the bundled sample (converted on first use, cached in
-    `cache_dir`) for `source: rna_sample`, else the `train_files`/`test_files` globs."""
-    if data_cfg.source == "rna_sample":
-        prepared = prepare_rna_sample(to_absolute_path(data_cfg.root),
-                                      to_absolute_path(data_cfg.cache_dir))
-        return {"train": prepared["train"], "test": prepared["test"]}
-    return {split: sorted(glob.glob(to_absolute_path(data_cfg[f"{split}_files"])))
-            for split in ("train", "test")}
-
-
-def scan_split(files: List[str], data_cfg: DictConfig) -> Tuple[np.ndarray, Tuple[int, int, int]]:
-    """One deterministic pass: (label histogram [K], (max vertex count, max edge count,
-    max vertex degree)).
+def load_data(cfg: DictConfig):
+    """`meshseg.data.sources.build_datasets`, with its errors as one-line MeshsegErrors.
 
     Raises:
-      ConfigError: if a label is >= data.num_classes.
+      ConfigError: for a missing path or glob, or labels that do not fit num_classes.
+      DataError: for a bad record (the message names shard and record).
     """
-    dataset = make_dataset(files, data_cfg.batch_size, training=False)
-    extent = np.zeros(3, np.int64)
-    for features, _ in dataset:
-        extent = np.maximum(extent, [features["vertices"].shape[1], features["edges"].shape[1],
-                                     features["neighbors"].shape[2]])
     try:
-        histogram = label_histogram(dataset, data_cfg.num_classes)
-    except ValueError as error:
+        return build_datasets(cfg.data, seed=cfg.seed, jit=cfg.jit)
+    except (FileNotFoundError, ValueError) as error:
         raise ConfigError(str(error)) from None
-    return histogram, tuple(int(n) for n in extent)
+    except tf.errors.OpError as error:
+        raise DataError(error.message) from None
 
 
-def round_up(value: int, multiple: int = PAD_MULTIPLE) -> int:
-    return -(-value // multiple) * multiple
+def shard_by_data(dataset: tf.data.Dataset) -> tf.data.Dataset:
+    """Shards batches over workers element-wise (there may be fewer shards than workers)."""
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    return dataset.with_options(options)
+
+
+def build_model_and_optimizer(cfg: DictConfig, impl: str, model_kwargs: Dict):
+    """The demo network (layers in the `precision` policy) and Adam with exponential decay,
+    wrapped in a LossScaleOptimizer for mixed_float16. Call inside the strategy's scope."""
+    keras.mixed_precision.set_global_policy(cfg.precision)
+    try:
+        model = MeshSegmentationNet(cfg.data.num_classes, impl=impl, xla=cfg.jit, **model_kwargs)
+    finally:  # the policy applies to layers built above only; other code keeps float32
+        keras.mixed_precision.set_global_policy("float32")
+    model.build_from_config({})
+    schedule = keras.optimizers.schedules.ExponentialDecay(
+        cfg.optimizer.learning_rate, cfg.optimizer.decay_steps, cfg.optimizer.decay_rate)
+    optimizer = keras.optimizers.Adam(schedule, beta_1=cfg.optimizer.beta_1,
+                                      epsilon=cfg.optimizer.epsilon)
+    if cfg.precision == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return model, optimizer
 
 
 def run(cfg: DictConfig, run_dir: str) -> Dict:
@@ -110,12 +112,13 @@ def run(cfg: DictConfig, run_dir: str) -> Dict:
         run_dir = to_absolute_path(cfg.resume)
     if cfg.threads:
         tf.config.threading.set_intra_op_parallelism_threads(cfg.threads)
+    strategy = make_strategy(cfg.strategy.name)  # before any other TensorFlow op
     keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
-    files = resolve_files(cfg.data)
-    train_histogram, train_extent = scan_split(files["train"], cfg.data)
-    _, test_extent = scan_split(files["test"], cfg.data)
+    train_data, test_data, data_info = load_data(cfg)
+    if cfg.strategy.name != "default":
+        train_data = shard_by_data(train_data)
     if claim_run_dir(run_dir, cfg):
         done = latest_step(run_dir)
         log.info("continuing the run in %s from step %d", run_dir, done)
@@ -123,17 +126,10 @@ def run(cfg: DictConfig, run_dir: str) -> Dict:
             log.info("%s already completed %d steps; nothing to do", run_dir, done)
             with open(os.path.join(run_dir, "summary.json")) as f:
                 return json.load(f)
-    pad_to = None
     if cfg.jit:
-        # One padded shape for every batch: XLA compiles once per distinct shape.
-        num_vertices, num_edges, max_degree = np.maximum(train_extent, test_extent)
-        pad_to = (round_up(num_vertices), round_up(num_edges), int(max_degree))
-        log.info("jit=true: padding every batch to %d vertices, %d edges, %d neighbours", *pad_to)
-    dataset_args = dict(batch_size=cfg.data.batch_size, mean_center=cfg.data.mean_center,
-                        unit_scale=cfg.data.unit_scale, pad_to=pad_to)
-    train_data = make_dataset(files["train"], training=True, seed=cfg.seed, repeat=True,
-                              shuffle_buffer=cfg.data.shuffle_buffer, **dataset_args)
-    test_data = make_dataset(files["test"], training=False, **dataset_args)
+        log.info("jit=true: batches padded to %d bucket shape(s) (vertices, edges, neighbours): %s",
+                 len(data_info["bucket_shapes"]), data_info["bucket_shapes"])
+    train_histogram = data_info["train_histogram"]
 
     model_kwargs = OmegaConf.to_container(cfg.model)
     impl = cfg.impl.name
@@ -143,37 +139,36 @@ def run(cfg: DictConfig, run_dir: str) -> Dict:
                            cfg.impl.candidates, cfg.impl.timing_steps, cfg.impl.cache_file)
     if cfg.jit:
         log.info("impl=%s under XLA uses %s", impl, XLA_FORMULATION[impl])
-    keras.mixed_precision.set_global_policy(cfg.precision)
-    try:
-        model = MeshSegmentationNet(cfg.data.num_classes, impl=impl, xla=cfg.jit, **model_kwargs)
-    finally:  # the policy applies to layers built above only; other code keeps float32
-        keras.mixed_precision.set_global_policy("float32")
-    model.build_from_config({})
-    schedule = keras.optimizers.schedules.ExponentialDecay(
-        cfg.optimizer.learning_rate, cfg.optimizer.decay_steps, cfg.optimizer.decay_rate)
-    optimizer = keras.optimizers.Adam(schedule, beta_1=cfg.optimizer.beta_1,
-                                      epsilon=cfg.optimizer.epsilon)
-    if cfg.precision == "mixed_float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    with strategy.scope():
+        model, optimizer = build_model_and_optimizer(cfg, impl, model_kwargs)
     hparams = {"impl": impl, "jit": bool(cfg.jit), "loop": cfg.loop.name,
                "batch_size": cfg.data.batch_size, "data": cfg.data.name,
                "precision": cfg.precision,
                "learning_rate": cfg.optimizer.learning_rate, **model_kwargs,
                "num_classes": cfg.data.num_classes, "mean_center": cfg.data.mean_center,
-               "unit_scale": cfg.data.unit_scale, "test_files": files["test"]}
+               "unit_scale": cfg.data.unit_scale, "test_files": data_info["files"]["test"],
+               "strategy": cfg.strategy.name, "replicas": strategy.num_replicas_in_sync}
     predict = make_predict_step(model, cfg.jit)
 
     def run_eval():
         return evaluate(predict, test_data, cfg.data.num_classes, train_histogram)
 
-    logger = RunLogger(run_dir, cfg.steps, hparams)
-    train = train_custom if cfg.loop.name == "custom" else train_keras
+    # Only the chief writes summaries and checkpoints; other workers write theirs (needed
+    # by the collective ops) to a scratch directory that is removed afterwards.
+    output_dir = run_dir if is_chief(strategy) else tempfile.mkdtemp(prefix="meshseg-worker-")
+    logger = RunLogger(output_dir, cfg.steps, hparams)
+    loop_args = dict(steps=cfg.steps, eval_every=cfg.eval_every, jit=cfg.jit, logger=logger,
+                     run_eval=run_eval, run_dir=output_dir, checkpoint_every=cfg.checkpoint.every,
+                     checkpoints_kept=cfg.checkpoint.keep)
     try:
-        train(model, optimizer, train_data, steps=cfg.steps, eval_every=cfg.eval_every,
-              jit=cfg.jit, logger=logger, run_eval=run_eval, run_dir=run_dir,
-              checkpoint_every=cfg.checkpoint.every, checkpoints_kept=cfg.checkpoint.keep)
+        if cfg.loop.name == "custom":
+            train_custom(model, optimizer, train_data, strategy=strategy, **loop_args)
+        else:
+            train_keras(model, optimizer, train_data, **loop_args)
     finally:
         summary = logger.close(time.perf_counter() - start)
+        if output_dir != run_dir:
+            shutil.rmtree(output_dir, ignore_errors=True)
     model.save(os.path.join(run_dir, "model.keras"), include_optimizer=False)
     log.info("run directory: %s", run_dir)
     log.info("median step time %.1f ms, compile time %.1f s, wall time %.0f s",

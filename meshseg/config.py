@@ -56,6 +56,7 @@ class TrainConfig:
     loop: NamedConfig = field(default_factory=NamedConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    strategy: NamedConfig = field(default_factory=NamedConfig)
     seed: int = 0
     jit: bool = False
     deterministic: bool = False

@@ -13,6 +13,10 @@ class ConfigError(MeshsegError):
     exit_code = 2
 
 
+class DataError(MeshsegError):
+    """A record or mesh is unreadable or invalid; the message names the file and record."""
+
+
 class RunDirError(MeshsegError):
     """The run directory holds another run's outputs; nothing was written to it."""
 

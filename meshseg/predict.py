@@ -27,7 +27,7 @@ import trimesh
 from omegaconf import OmegaConf
 
 import meshseg.model  # noqa: F401  (registers the custom classes for load_model)
-from meshseg.app import resolve_files
+from meshseg.data.sources import resolve_files
 from meshseg.data.adjacency import mesh_edges
 from meshseg.data.pipeline import normalize_vertices
 from meshseg.data.records import parse_mesh_record

@@ -5,7 +5,8 @@ import pytest
 import tensorflow as tf
 import trimesh
 
-from meshseg.data.adjacency import mesh_edges, mesh_edges_tf
+from meshseg.data.adjacency import mesh_edges, neighbor_table
+from meshseg.data.pipeline import mesh_edges_tf
 
 
 def _brute_force_one_ring(triangles: np.ndarray, num_vertices: int) -> set:
@@ -82,3 +83,16 @@ def test_tf_wrapper_matches_numpy_and_sets_static_shapes(tetrahedron):
     expected_edges, expected_weights = mesh_edges(tetrahedron["triangles"], 5)
     np.testing.assert_array_equal(edges, expected_edges)
     np.testing.assert_array_equal(edge_weights, expected_weights)
+
+
+def test_numpy_neighbor_table_equals_the_tf_table_builder():
+    from meshseg.ops.neighbor_table import table_from_edges
+
+    sphere = trimesh.creation.icosphere(subdivisions=1)
+    num_vertices = len(sphere.vertices) + 2
+    edges, weights = mesh_edges(np.asarray(sphere.faces), num_vertices)
+    neighbors, neighbor_weights = neighbor_table(edges, weights, num_vertices)
+    table, _ = table_from_edges(edges[:, 0], edges[:, 1], weights, num_vertices)
+    assert neighbors.dtype == np.int32 and neighbor_weights.dtype == np.float32
+    np.testing.assert_array_equal(neighbors, table.neighbors)
+    np.testing.assert_array_equal(neighbor_weights, table.weights)

@@ -1,6 +1,7 @@
 """Specification of mesh conversion (meshseg.data.convert) and the RNA sample
 cache (meshseg.data.prepare)."""
 
+import re
 import shutil
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from meshseg.data.convert import convert_split, main
+from meshseg.data.manifest import manifest_path, read_manifest
 from meshseg.data.pipeline import num_examples
 from meshseg.data.prepare import prepare_rna_sample
 from meshseg.data.records import parse_mesh_record
@@ -66,22 +68,57 @@ def _invalid_mesh_cases(tetrahedron):
     bad_face = tetrahedron["triangles"].copy()
     bad_face[3, 2] = 9
     return {
-        "label count": (tetrahedron, tetrahedron["labels"][:4], r"4 labels .* for 5 vertices"),
-        "face index": (dict(tetrahedron, triangles=bad_face), None, r"outside \[0, 5\)"),
-        "nan vertex": (dict(tetrahedron, vertices=nan_vertices), None, "NaN"),
-        "negative label": (tetrahedron, tetrahedron["labels"] - 2, "< 0"),
+        "label count": (tetrahedron, tetrahedron["labels"][:4], "4 labels for 5 vertices"),
+        "face index": (dict(tetrahedron, triangles=bad_face), None,
+                       r"face vertex indices span \[0, 9\], outside \[0, 5\)"),
+        "nan vertex": (dict(tetrahedron, vertices=nan_vertices), None,
+                       "vertex coordinates contain NaN or infinity"),
+        "negative label": (tetrahedron, tetrahedron["labels"] - 2,
+                           r"labels span \[-2, 1\], outside \[0, 3\) \(num_classes=3\)"),
+        "label >= num_classes": (tetrahedron, None,
+                                 r"labels span \[0, 3\], outside \[0, 3\) \(num_classes=3\)"),
+        "empty": ({"vertices": np.zeros([0, 3]), "triangles": np.zeros([0, 3], int),
+                   "labels": np.zeros(0, int)}, None, r"empty mesh \(0 vertices, 0 triangles\)"),
     }
 
 
-@pytest.mark.parametrize("case", ["label count", "face index", "nan vertex", "negative label"])
-def test_invalid_mesh_raises_naming_the_file_and_writes_no_shard(tmp_path, tetrahedron, case):
+INVALID_CASES = ["label count", "face index", "nan vertex", "negative label",
+                 "label >= num_classes", "empty"]
+
+
+@pytest.mark.parametrize("case", INVALID_CASES)
+def test_strict_conversion_raises_naming_the_file_and_reason_and_writes_nothing(
+        tmp_path, tetrahedron, case):
     mesh, labels, reason = _invalid_mesh_cases(tetrahedron)[case]
-    good = _write_labelled_mesh(tmp_path, "good", tetrahedron)
+    good = _write_labelled_mesh(tmp_path, "good", dict(tetrahedron, labels=np.zeros(5, int)))
     bad = _write_labelled_mesh(tmp_path, "bad", mesh, labels)
     out_prefix = tmp_path / "out" / "train"
-    with pytest.raises(ValueError, match=rf"bad\.ply: .*{reason}"):
+    with pytest.raises(ValueError, match=rf"bad\.ply: {reason}"):
         convert_split([good[0], bad[0]], [good[1], bad[1]], out_prefix, num_shards=2,
-                      label_offset=0)
+                      num_classes=3, strict=True)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize("case", INVALID_CASES)
+def test_bad_mesh_is_skipped_and_listed_in_the_manifest_with_its_reason(
+        tmp_path, tetrahedron, case):
+    mesh, labels, reason = _invalid_mesh_cases(tetrahedron)[case]
+    good = _write_labelled_mesh(tmp_path, "good", dict(tetrahedron, labels=np.zeros(5, int)))
+    bad = _write_labelled_mesh(tmp_path, "bad", mesh, labels)
+    shards = convert_split([good[0], bad[0]], [good[1], bad[1]], tmp_path / "out" / "train",
+                           num_shards=2, num_classes=3)
+    assert [num_examples([shard]) for shard in shards] == [1, 0]
+    manifest = read_manifest(manifest_path(tmp_path / "out" / "train"))
+    assert manifest["num_meshes"] == 1 and manifest["num_skipped"] == 1
+    (skipped,) = manifest["skipped"]
+    assert skipped["source"] == str(bad[0])
+    assert re.fullmatch(reason, skipped["reason"])
+
+
+def test_conversion_with_only_bad_meshes_fails(tmp_path, tetrahedron):
+    bad = _write_labelled_mesh(tmp_path, "bad", tetrahedron, tetrahedron["labels"][:2])
+    with pytest.raises(ValueError, match=r"no valid mesh among 1; .*bad\.ply: 2 labels"):
+        convert_split([bad[0]], [bad[1]], tmp_path / "out" / "train", num_shards=1)
     assert list((tmp_path / "out").iterdir()) == []
 
 
@@ -91,7 +128,7 @@ def test_off_file_with_out_of_range_face_is_rejected_naming_the_file(tmp_path):
     label_path = tmp_path / "broken.txt"
     label_path.write_text("0\n0\n0\n")
     with pytest.raises(ValueError, match=r"broken\.off: cannot load mesh"):
-        convert_split([mesh_path], [label_path], tmp_path / "out", num_shards=1)
+        convert_split([mesh_path], [label_path], tmp_path / "out", num_shards=1, strict=True)
 
 
 def test_more_shards_than_meshes_is_rejected(tmp_path, tetrahedron):
@@ -163,5 +200,5 @@ def test_rna_cache_refuses_to_overwrite_a_foreign_folder(rna_subset, tmp_path):
     foreign = tmp_path / "cache"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
-    with pytest.raises(ValueError, match="not an RNA sample cache"):
+    with pytest.raises(ValueError, match="not a meshseg conversion cache"):
         prepare_rna_sample(rna_subset, foreign)

@@ -6,6 +6,7 @@ import tensorflow as tf
 
 from meshseg.data.adjacency import mesh_edges
 from meshseg.data.pipeline import make_dataset, normalize_vertices, num_examples
+from meshseg.data.reader import BadRecordError
 
 
 def _scaled(mesh: dict, scale: float, label: int) -> dict:
@@ -109,12 +110,13 @@ def _write_raw(path, record: bytes) -> str:
     return str(path)
 
 
-def test_record_without_mesh_features_fails_naming_its_shard(tmp_path, write_records, tetrahedron):
+def test_record_without_mesh_features_fails_naming_its_shard_and_index(
+        tmp_path, write_records, tetrahedron):
     good = write_records("good.tfrecords", [tetrahedron])
     bad = _write_raw(tmp_path / "bad.tfrecords", tf.train.Example().SerializeToString())
-    dataset = make_dataset([good, bad], batch_size=1, training=False)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="bad.tfrecords"):
-        list(dataset)
+    with pytest.raises(BadRecordError,
+                       match=r"bad\.tfrecords, record 0: missing feature 'vertices'"):
+        make_dataset([good, bad], batch_size=1, training=False)
 
 
 def test_record_with_float64_vertices_fails_naming_its_shard(
@@ -126,9 +128,9 @@ def test_record_with_float64_vertices_fails_naming_its_shard(
         tetrahedron["labels"],
     )
     bad = _write_raw(tmp_path / "bad.tfrecords", record)
-    dataset = make_dataset([good, bad], batch_size=1, training=False)
-    with pytest.raises(tf.errors.InvalidArgumentError, match="bad.tfrecords"):
-        list(dataset)
+    with pytest.raises(BadRecordError,
+                       match=r"bad\.tfrecords, record 0: 'vertices' must be float32, got float64"):
+        make_dataset([good, bad], batch_size=1, training=False)
 
 
 def test_make_dataset_rejects_no_files():

@@ -121,7 +121,7 @@ def test_a_directory_with_foreign_outputs_is_refused_untouched(tiny_dataset, tmp
 
 @pytest.mark.parametrize("override, message", [
     ("steps=0", "steps must be >= 1"),
-    ("data.train_files=/no/such/*.tfrecords", "data.train_files=/no/such/\\*.tfrecords: matches no file"),
+    ("data.train_files=/no/such/*.tfrecords", "data.train_files='/no/such/\\*.tfrecords' matches no file"),
     ("data.num_classes=3", "data has label 5 but num_classes=3"),
     ("resume=/no/such/run", "resume=/no/such/run: no such run directory"),
 ])

@@ -1,4 +1,4 @@
-"""Row-normalised 1-ring adjacency of a triangle mesh, with self-edges.
+"""Row-normalised 1-ring adjacency of a triangle mesh, with self-edges (NumPy only).
 
 For a mesh with V vertices, the directed edge (i, j) exists when i == j (the
 self-edge) or when i and j share a triangle (j is in the 1-ring of i). Edge
@@ -9,11 +9,12 @@ feature-steered convolution averages over.
 Unlike the tensorflow-graphics demo, which only gives a self-edge to vertices
 that some triangle references, every vertex 0..V-1 gets one, so isolated
 vertices keep their own features instead of having an empty row.
+
+This module imports no TensorFlow, so converter worker processes start fast; the
+tf.data wrapper lives in `meshseg.data.pipeline`.
 """
 
 import numpy as np
-import tensorflow as tf
-from tensorflow_graphics.geometry.representation.mesh import utils as mesh_utils
 
 
 def mesh_edges(triangles: np.ndarray, num_vertices: int) -> tuple[np.ndarray, np.ndarray]:
@@ -41,46 +42,53 @@ def mesh_edges(triangles: np.ndarray, num_vertices: int) -> tuple[np.ndarray, np
         raise ValueError(f"triangles must have shape [T, 3], got {triangles.shape}")
     if num_vertices < 1:
         raise ValueError(f"num_vertices must be >= 1, got {num_vertices}")
-    triangles = triangles.astype(np.int32)
+    triangles = triangles.astype(np.int64)
     if triangles.size and (triangles.min() < 0 or triangles.max() >= num_vertices):
         raise ValueError(
             f"triangle vertex indices must lie in [0, {num_vertices}), got "
             f"[{triangles.min()}, {triangles.max()}]"
         )
-    ring_edges = mesh_utils.extract_unique_edges_from_triangular_mesh(
-        triangles, directed_edges=True
-    )
-    self_edges = np.repeat(np.arange(num_vertices, dtype=np.int32)[:, None], 2, axis=1)
-    # np.unique drops self-edges that degenerate triangles already produced and
-    # sorts the rows lexicographically, i.e. by (row, col).
-    edges = np.unique(np.concatenate([ring_edges, self_edges], axis=0), axis=0)
-    edge_weights = mesh_utils.get_degree_based_edge_weights(edges, dtype=np.float32)
-    return edges.astype(np.int32), edge_weights.astype(np.float32)
-
-
-def mesh_edges_tf(triangles: tf.Tensor, num_vertices: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """TF wrapper of `mesh_edges`, usable inside `tf.data.Dataset.map`.
-
-    Args:
-      triangles: int32 tensor [T, 3] of vertex indices.
-      num_vertices: int32 scalar tensor V.
-
-    Returns:
-      edges: int32 tensor [E, 2], static shape [None, 2].
-      edge_weights: float32 tensor [E], static shape [None].
-
-    Raises:
-      tf.errors.InvalidArgumentError: at run time, for the inputs `mesh_edges`
-        rejects with ValueError.
-    """
-    edges, edge_weights = tf.numpy_function(
-        lambda t, v: mesh_edges(t, int(v)),
-        [triangles, num_vertices],
-        [tf.int32, tf.float32],
-        stateful=False,
-        name="mesh_edges",
-    )
-    edges.set_shape([None, 2])
-    edge_weights.set_shape([None])
+    sides = np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]], triangles[:, [2, 0]]])
+    self_edges = np.repeat(np.arange(num_vertices, dtype=np.int64)[:, None], 2, axis=1)
+    candidates = np.concatenate([sides, sides[:, ::-1], self_edges])
+    # One int64 key per edge: np.unique on it sorts by (row, col) and drops the
+    # self-edges that degenerate triangles already produced.
+    keys = np.unique(candidates[:, 0] * num_vertices + candidates[:, 1])
+    edges = np.stack([keys // num_vertices, keys % num_vertices], axis=1).astype(np.int32)
+    degree = np.bincount(edges[:, 0], minlength=num_vertices)
+    edge_weights = (1.0 / degree[edges[:, 0]]).astype(np.float32)
     return edges, edge_weights
 
+
+def neighbor_table(
+    edges: np.ndarray, edge_weights: np.ndarray, num_vertices: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Packs edges sorted by row into a padded neighbour table (ELL layout).
+
+    Equals `meshseg.ops.neighbor_table.table_from_edges` with the default width.
+
+    Args:
+      edges: int32 [E, 2] (row i, neighbour j), sorted by row (as `mesh_edges`
+        returns them); every row i in [0, V) has at least one edge.
+      edge_weights: float32 [E].
+      num_vertices: V.
+
+    Returns:
+      neighbors: int32 [V, K], K = the largest degree; row i lists the
+        neighbours of i in edge order, unused slots hold i itself.
+      neighbor_weights: float32 [V, K], the edge weights, 0 in unused slots.
+
+    Raises:
+      ValueError: if `edges` is not sorted by row.
+    """
+    rows = edges[:, 0].astype(np.int64)
+    if rows.size and np.any(np.diff(rows) < 0):
+        raise ValueError("edges must be sorted by row")
+    degree = np.bincount(rows, minlength=num_vertices)
+    width = int(degree.max()) if degree.size else 0
+    slot = np.arange(rows.size) - np.repeat(np.cumsum(degree) - degree, degree)
+    neighbors = np.repeat(np.arange(num_vertices, dtype=np.int32)[:, None], width, axis=1)
+    weights = np.zeros([num_vertices, width], np.float32)
+    neighbors[rows, slot] = edges[:, 1]
+    weights[rows, slot] = edge_weights
+    return neighbors, weights

@@ -1,27 +1,38 @@
-"""Convert labelled meshes (mesh file + per-vertex label file) to TFRecord shards.
+"""Convert labelled meshes (mesh file + label file) to TFRecord shards and a manifest.
 
-Line i of a label file is the class label of vertex i of the mesh file with the
-same stem. Meshes are loaded with `trimesh.load(..., process=False)` so vertex
-order, and therefore the vertex-to-label alignment, is kept.
+Line i of a per-vertex label file is the class label of vertex i of the mesh
+file with the same stem; see `meshseg.data.meshfiles` for the formats, scenes,
+per-face labels and `meshseg.data.validate` for the checks. Meshes are loaded,
+validated and (optionally) given their adjacency in `--workers` processes; the
+parent writes the shards in input order. A bad mesh is logged with its file
+name and reason and skipped (listed in the manifest), or stops the conversion
+under `--strict`. Shards and manifest are written under temporary names and
+renamed only when everything succeeded.
 
 Command line:
 
     python -m meshseg.data.convert --meshes data/rna_sample/off \\
         --labels data/rna_sample/labels --split-file data/rna_sample/train.txt \\
-        --out /tmp/rna/train --num-shards 4 --label-offset 1
+        --out /tmp/rna/train --num-shards 4 --label-offset 1 --num-classes 260 \\
+        --adjacency edges --workers 2
 """
 
 import argparse
 import fnmatch
+import logging
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import tensorflow as tf
-import trimesh
 from tqdm import tqdm
 
-from meshseg.data.records import mesh_to_example
+from meshseg.data import meshfiles
+from meshseg.data.manifest import manifest_path, summarize, write_manifest
+
+log = logging.getLogger(__name__)
+LABEL_SUFFIXES = (".txt", ".npy")
 
 
 def load_labelled_mesh(
@@ -29,54 +40,62 @@ def load_labelled_mesh(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Loads and validates one mesh and its per-vertex labels.
 
-    Args:
-      mesh_path: a triangle mesh file trimesh can read (OFF, PLY, OBJ, ...).
-      label_path: text file with one integer label per line, one per vertex.
-      label_offset: added to every label, e.g. 1 to map the RNA data's -1
-        (unlabelled) to class 0.
-
     Returns:
       vertices: float32 [V, 3]; triangles: int32 [T, 3]; labels: int32 [V].
 
     Raises:
-      ValueError: naming `mesh_path` and the reason, if trimesh cannot load
-        it (its OFF reader rejects out-of-range face indices), the mesh is
-        empty or not triangular, a coordinate is not finite, a triangle
-        references a vertex outside [0, V), the label count differs from V,
-        or a label is negative after the offset.
+      ValueError: "<mesh_path>: <reason>" for an unreadable or invalid mesh
+        (see `meshseg.data.meshfiles.load_labelled_mesh`).
     """
-    def fail(reason: str) -> ValueError:
-        return ValueError(f"{mesh_path}: {reason}")
-
     try:
-        mesh = trimesh.load(mesh_path, process=False, force="mesh")
-    except ValueError as error:
-        raise fail(f"cannot load mesh: {error}") from error
-    vertices = np.asarray(mesh.vertices, dtype=np.float64)
-    triangles = np.asarray(mesh.faces, dtype=np.int64)
-    labels = np.loadtxt(label_path, dtype=np.int64, ndmin=1) + label_offset
-
-    if vertices.shape[0] == 0 or triangles.shape[0] == 0:
-        raise fail(f"empty mesh ({vertices.shape[0]} vertices, {triangles.shape[0]} triangles)")
-    if triangles.ndim != 2 or triangles.shape[1] != 3:
-        raise fail(f"faces must be triangles, got shape {triangles.shape}")
-    if not np.isfinite(vertices).all():
-        raise fail("vertex coordinates contain NaN or infinity")
-    if triangles.min() < 0 or triangles.max() >= vertices.shape[0]:
-        raise fail(
-            f"face vertex indices span [{triangles.min()}, {triangles.max()}], "
-            f"outside [0, {vertices.shape[0]})"
-        )
-    if labels.shape[0] != vertices.shape[0]:
-        raise fail(f"{labels.shape[0]} labels in {label_path} for {vertices.shape[0]} vertices")
-    if labels.min() < 0:
-        raise fail(f"label {labels.min()} < 0 after label_offset {label_offset} ({label_path})")
-    return vertices.astype(np.float32), triangles.astype(np.int32), labels.astype(np.int32)
+        mesh = meshfiles.load_labelled_mesh(mesh_path, label_path, label_offset)
+    except meshfiles.InvalidMeshError as error:
+        raise ValueError(f"{mesh_path}: {error}") from error
+    return mesh.vertices, mesh.triangles, mesh.labels
 
 
 def shard_paths(out_prefix: str | Path, num_shards: int) -> list[str]:
     """Names of the shards: `{out_prefix}-{i:05d}-of-{num_shards:05d}.tfrecords`."""
     return [f"{out_prefix}-{i:05d}-of-{num_shards:05d}.tfrecords" for i in range(num_shards)]
+
+
+def _loaded_meshes(jobs: list[dict], workers: int):
+    """Yields `meshfiles.convert_job` results in job order, using `workers` processes.
+    Workers are spawned (not forked: the parent may run TensorFlow threads)."""
+    if workers <= 1:
+        yield from map(meshfiles.convert_job, jobs)
+        return
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        try:
+            yield from pool.map(meshfiles.convert_job, jobs)
+        except BaseException:
+            pool.shutdown(cancel_futures=True)
+            raise
+
+
+def _record(mesh: meshfiles.LabelledMesh, adjacency: str) -> bytes:
+    # TensorFlow is imported here, not at module level, so that spawned workers, which
+    # import this module as their __main__ under `python -m`, stay TensorFlow-free.
+    from meshseg.data.records import mesh_to_example
+
+    stored = {}
+    if adjacency in ("edges", "table"):
+        stored = {"edges": mesh.edges, "edge_weights": mesh.edge_weights}
+    if adjacency == "table":
+        stored |= {"neighbors": mesh.neighbors, "neighbor_weights": mesh.neighbor_weights}
+    return mesh_to_example(mesh.vertices, mesh.triangles, mesh.labels, stored)
+
+
+def _manifest_entry(mesh: meshfiles.LabelledMesh, mesh_path, label_path, shard: int) -> dict:
+    return {
+        "source": str(mesh_path), "sha256": mesh.sha256, "labels": str(label_path),
+        "shard": shard, "num_vertices": len(mesh.vertices),
+        "num_triangles": len(mesh.triangles), "num_edges": len(mesh.edges),
+        "max_degree": mesh.max_degree, "degenerate_faces": mesh.face_counts.degenerate,
+        "duplicate_faces": mesh.face_counts.duplicate,
+        "histogram": np.bincount(mesh.labels).tolist(),
+    }
 
 
 def convert_split(
@@ -85,28 +104,37 @@ def convert_split(
     out_prefix: str | Path,
     num_shards: int,
     label_offset: int = 0,
+    num_classes: int | None = None,
+    label_kind: str = "vertex",
+    adjacency: str = "none",
+    workers: int = 1,
+    strict: bool = False,
 ) -> list[str]:
-    """Writes labelled meshes to TFRecord shards, all or nothing.
+    """Writes labelled meshes to TFRecord shards plus `<out_prefix>.manifest.json`.
 
-    Meshes are split into `num_shards` contiguous, near-equal chunks in the
-    given order. Each shard is written under a temporary name; only when every
-    mesh has been validated and written are all shards renamed to their final
-    names, so an error leaves no partial output.
+    The inputs are split into `num_shards` contiguous, near-equal chunks in the
+    given order; a skipped mesh leaves its shard one record shorter.
 
     Args:
       mesh_paths: mesh files, one per example.
-      label_paths: label files, aligned with `mesh_paths`.
+      label_paths: label files (`.txt` / `.npy`), aligned with `mesh_paths`.
       out_prefix: path prefix of the shards; its directory is created.
       num_shards: number of shards, 1 <= num_shards <= len(mesh_paths).
-      label_offset: added to every label (see `load_labelled_mesh`).
+      label_offset: added to every label.
+      num_classes: labels must lie in [0, num_classes); None: only >= 0.
+      label_kind: "vertex" or "face" labels (see `meshseg.data.meshfiles`).
+      adjacency: store "none", "edges" or "table" in the records
+        (see `meshseg.data.records.ADJACENCY_FEATURES`).
+      workers: processes that load and validate meshes (1: in this process).
+      strict: stop at the first bad mesh instead of skipping it.
 
     Returns:
       The shard paths, in order.
 
     Raises:
-      ValueError: if the path lists differ in length or are empty,
-        `num_shards` is out of range, or a mesh is invalid (the message names
-        the mesh file).
+      ValueError: if the path lists differ in length or are empty, `num_shards`,
+        `label_kind` or `adjacency` is invalid, every mesh is bad, or (under
+        `strict`) a mesh is bad: "<mesh file>: <reason>". Nothing is written then.
     """
     if len(mesh_paths) != len(label_paths):
         raise ValueError(f"{len(mesh_paths)} mesh paths but {len(label_paths)} label paths")
@@ -114,27 +142,45 @@ def convert_split(
         raise ValueError("convert_split needs at least one mesh")
     if not 1 <= num_shards <= len(mesh_paths):
         raise ValueError(f"num_shards must be in [1, {len(mesh_paths)}], got {num_shards}")
-    Path(out_prefix).parent.mkdir(parents=True, exist_ok=True)
+    if label_kind not in meshfiles.LABEL_KINDS or adjacency not in ("none", "edges", "table"):
+        raise ValueError(f"bad label_kind {label_kind!r} or adjacency {adjacency!r}")
+    from meshseg.data.records import write_records_atomically  # TF: see `_record`
+
+    jobs = [dict(mesh_path=str(m), label_path=str(l), label_offset=label_offset,
+                 num_classes=num_classes, label_kind=label_kind, adjacency=adjacency)
+            for m, l in zip(mesh_paths, label_paths)]
+    shard_of = np.repeat(np.arange(num_shards),
+                         [len(c) for c in np.array_split(np.arange(len(jobs)), num_shards)])
     final_paths = shard_paths(out_prefix, num_shards)
-    temp_paths = [f"{path}.tmp-{os.getpid()}" for path in final_paths]
-    chunks = np.array_split(np.arange(len(mesh_paths)), num_shards)
-    try:
-        with tqdm(total=len(mesh_paths), desc=f"Converting {Path(out_prefix).name}",
-                  unit="mesh") as progress:
-            for temp_path, chunk in zip(temp_paths, chunks):
-                with tf.io.TFRecordWriter(temp_path) as writer:
-                    for index in chunk:
-                        arrays = load_labelled_mesh(
-                            mesh_paths[index], label_paths[index], label_offset
-                        )
-                        writer.write(mesh_to_example(*arrays))
-                        progress.update()
-    except BaseException:
-        for temp_path in temp_paths:
-            Path(temp_path).unlink(missing_ok=True)
-        raise
-    for temp_path, final_path in zip(temp_paths, final_paths):
-        os.replace(temp_path, final_path)
+    entries, skipped = [], []
+
+    def records():
+        results = _loaded_meshes(jobs, workers)
+        progress = tqdm(zip(jobs, results), total=len(jobs), unit="mesh",
+                        desc=f"Converting {Path(out_prefix).name}")
+        for index, (job, (ok, result)) in enumerate(progress):
+            if not ok:
+                if strict:
+                    raise ValueError(f"{job['mesh_path']}: {result}")
+                log.warning("skipping %s: %s", job["mesh_path"], result)
+                skipped.append({"source": job["mesh_path"], "reason": result})
+                continue
+            entries.append(_manifest_entry(result, job["mesh_path"], job["label_path"],
+                                           int(shard_of[index])))
+            yield int(shard_of[index]), _record(result, adjacency)
+        if not entries:
+            raise ValueError(f"no valid mesh among {len(jobs)}; first reason: "
+                             f"{skipped[0]['source']}: {skipped[0]['reason']}")
+
+    settings = dict(num_classes=num_classes, label_offset=label_offset,
+                    label_kind=label_kind, adjacency=adjacency)
+    write_records_atomically(
+        final_paths, records(),
+        finish=lambda: write_manifest(manifest_path(out_prefix),
+                                      summarize(entries, skipped, final_paths, **settings)))
+    if skipped:
+        log.warning("%s: skipped %d of %d meshes (see %s)", out_prefix, len(skipped),
+                    len(jobs), manifest_path(out_prefix))
     return final_paths
 
 
@@ -146,15 +192,16 @@ def split_file_pairs(
     Each non-empty line of `split_file` is a mesh path relative to
     `meshes_dir` (e.g. `1VQ6_9.off` or `meshes/iso/tr_reg_iso_080.ply`);
     entries not matching `mesh_glob` (fnmatch) are skipped. The label file is
-    the `<stem>.txt` found anywhere under `labels_dir`.
+    the `<stem>.txt` or `<stem>.npy` found anywhere under `labels_dir`.
 
     Raises:
       ValueError: if a mesh file is missing, or a label file is missing or its
         stem occurs more than once under `labels_dir`.
     """
     labels_by_stem: dict[str, list[Path]] = {}
-    for path in sorted(Path(labels_dir).rglob("*.txt")):
-        labels_by_stem.setdefault(path.stem, []).append(path)
+    for path in sorted(Path(labels_dir).rglob("*")):
+        if path.suffix in LABEL_SUFFIXES and path.is_file():
+            labels_by_stem.setdefault(path.stem, []).append(path)
     entries = [line.strip() for line in Path(split_file).read_text().splitlines()]
     mesh_paths, label_paths = [], []
     for entry in entries:
@@ -166,7 +213,7 @@ def split_file_pairs(
         candidates = labels_by_stem.get(mesh_path.stem, [])
         if len(candidates) != 1:
             raise ValueError(
-                f"{mesh_path}: expected one label file {mesh_path.stem}.txt under "
+                f"{mesh_path}: expected one label file {mesh_path.stem}.txt or .npy under "
                 f"{labels_dir}, found {len(candidates)}"
             )
         mesh_paths.append(mesh_path)
@@ -178,21 +225,35 @@ def main(argv: list[str] | None = None) -> list[str]:
     """Command-line entry point; returns the written shard paths."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--meshes", required=True, help="folder the split entries are relative to")
-    parser.add_argument("--labels", required=True, help="folder searched for <stem>.txt labels")
+    parser.add_argument("--labels", required=True,
+                        help="folder searched for <stem>.txt / <stem>.npy labels")
     parser.add_argument("--split-file", required=True, help="text file, one mesh path per line")
     parser.add_argument("--out", required=True, help="shard path prefix")
     parser.add_argument("--num-shards", type=int, required=True)
     parser.add_argument("--label-offset", type=int, default=0,
                         help="added to every label (1 for the RNA data)")
+    parser.add_argument("--num-classes", type=int, default=None,
+                        help="labels must lie in [0, num-classes)")
+    parser.add_argument("--face-labels", action="store_true",
+                        help="labels are per face; majority vote per vertex, ties to lowest")
+    parser.add_argument("--adjacency", choices=("none", "edges", "table"), default="none",
+                        help="store the 1-ring edges (and the neighbour table) in the records")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--strict", action="store_true", help="stop at the first bad mesh")
     parser.add_argument("--mesh-glob", default="*",
                         help="keep only split entries matching this fnmatch pattern")
     args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
     mesh_paths, label_paths = split_file_pairs(
         args.meshes, args.labels, args.split_file, args.mesh_glob
     )
-    shards = convert_split(mesh_paths, label_paths, args.out, args.num_shards, args.label_offset)
+    shards = convert_split(
+        mesh_paths, label_paths, args.out, args.num_shards, args.label_offset,
+        num_classes=args.num_classes, label_kind="face" if args.face_labels else "vertex",
+        adjacency=args.adjacency, workers=args.workers, strict=args.strict)
     for shard in shards:
         print(shard)
+    print(manifest_path(args.out))
     return shards
 
 

@@ -1,30 +1,39 @@
 """tf.data input pipeline: mesh TFRecord shards -> padded batches for the model.
 
-Order: shards -> interleaved records -> parse -> adjacency -> cache -> shuffle
-(training) -> repeat -> normalisation -> padded batch -> prefetch.
+Order: shards (checked once in Python, `meshseg.data.reader`, so a bad record
+is reported with its shard and index) -> interleaved records -> parse ->
+adjacency (stored in the records, or computed) -> cache -> shuffle (training) -> repeat -> normalisation ->
+augmentation (training) -> padded batch (or bucketed batch) -> prefetch.
 
 Each element is `(features, labels)` with B meshes, V = the largest
-num_vertices and E = the largest num_edges in the batch:
+num_vertices and E = the largest num_edges in the batch (or the bucket shape):
 
 - features['vertices']: float32 [B, V, 3], padded with 0.
 - features['num_vertices']: int32 [B].
 - features['edges']: int32 [B, E, 2], local vertex indices (row i, neighbour j)
-  of each mesh's 1-ring adjacency with self-edges, padded with 0.
+  of each mesh's 1-ring adjacency with self-edges, sorted by row, padded with 0.
 - features['edge_weights']: float32 [B, E], row-normalised (1 / degree(i)),
   padded with 0, so padded edges contribute nothing.
 - features['num_edges']: int32 [B].
 - features['neighbors']: int32 [B, V, K], the same adjacency as a neighbour table
   (row i lists the neighbours of vertex i, K = the largest degree in the batch),
-  unused slots hold i itself.
+  unused slots hold i itself (0 in padded rows).
 - features['neighbor_weights']: float32 [B, V, K], the edge weights, 0 in unused slots.
 - labels: int32 [B, V] per-vertex class labels >= 0, padded with -1.
+
+Records that store their adjacency (converter `--adjacency edges|table`) are
+used as stored, with no Python call per mesh; otherwise `mesh_edges` runs in a
+`tf.numpy_function`. Both give identical batches.
 """
 
 import tensorflow as tf
 
-from meshseg.data.adjacency import mesh_edges_tf
+from meshseg.data.adjacency import mesh_edges
+from meshseg.data.augment import AugmentConfig, augment_vertices
+from meshseg.data.buckets import bucket_batch
+from meshseg.data.reader import BadRecordLog, check_shard, stored_adjacency
+from meshseg.data.records import parse_adjacency, parse_mesh_record
 from meshseg.ops.neighbor_table import table_from_edges
-from meshseg.data.records import parse_mesh_record
 
 LABEL_PADDING = -1
 
@@ -32,6 +41,19 @@ LABEL_PADDING = -1
 INTERLEAVED_SHARDS = 8
 
 _MIN_RMS_RADIUS = 1e-12
+
+PADDING_VALUES = (
+    {
+        "vertices": tf.constant(0.0, tf.float32),
+        "num_vertices": tf.constant(0, tf.int32),
+        "edges": tf.constant(0, tf.int32),
+        "edge_weights": tf.constant(0.0, tf.float32),
+        "num_edges": tf.constant(0, tf.int32),
+        "neighbors": tf.constant(0, tf.int32),
+        "neighbor_weights": tf.constant(0.0, tf.float32),
+    },
+    tf.constant(LABEL_PADDING, tf.int32),
+)
 
 
 def num_examples(files: list[str]) -> int:
@@ -67,10 +89,42 @@ def normalize_vertices(
     return vertices
 
 
+def mesh_edges_tf(triangles: tf.Tensor, num_vertices: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """TF wrapper of `meshseg.data.adjacency.mesh_edges` (a `tf.numpy_function`).
+
+    Args:
+      triangles: int32 tensor [T, 3] of vertex indices.
+      num_vertices: int32 scalar tensor V.
+
+    Returns:
+      edges: int32 tensor [E, 2], static shape [None, 2].
+      edge_weights: float32 tensor [E], static shape [None].
+
+    Raises:
+      tf.errors.InvalidArgumentError: at run time, for the inputs `mesh_edges`
+        rejects with ValueError.
+    """
+    edges, edge_weights = tf.numpy_function(
+        lambda t, v: mesh_edges(t, int(v)), [triangles, num_vertices],
+        [tf.int32, tf.float32], stateful=False, name="mesh_edges")
+    edges.set_shape([None, 2])
+    edge_weights.set_shape([None])
+    return edges, edge_weights
+
+
 def _with_adjacency(mesh: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-    """Adds the 1-ring adjacency (edge list and neighbour table) to one parsed mesh."""
-    edges, edge_weights = mesh_edges_tf(mesh["triangles"], mesh["num_vertices"])
-    table, _ = table_from_edges(edges[:, 0], edges[:, 1], edge_weights, mesh["num_vertices"])
+    """One mesh with its adjacency as edge list and neighbour table, from the record
+    when stored, computed otherwise."""
+    if "edges" in mesh:
+        edges, edge_weights = mesh["edges"], mesh["edge_weights"]
+    else:
+        edges, edge_weights = mesh_edges_tf(mesh["triangles"], mesh["num_vertices"])
+    if "neighbors" in mesh:
+        neighbors, neighbor_weights = mesh["neighbors"], mesh["neighbor_weights"]
+    else:
+        table, _ = table_from_edges(edges[:, 0], edges[:, 1], edge_weights,
+                                    mesh["num_vertices"])
+        neighbors, neighbor_weights = table.neighbors, table.weights
     return {
         "vertices": mesh["vertices"],
         "labels": mesh["labels"],
@@ -78,34 +132,60 @@ def _with_adjacency(mesh: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         "edges": edges,
         "edge_weights": edge_weights,
         "num_edges": tf.shape(edges, out_type=tf.int32)[0],
-        "neighbors": table.neighbors,
-        "neighbor_weights": table.weights,
+        "neighbors": neighbors,
+        "neighbor_weights": neighbor_weights,
     }
 
 
-def _model_inputs(
-    mesh: dict[str, tf.Tensor], mean_center: bool, unit_scale: bool
-) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
-    """Turns one mesh with adjacency into the unbatched `(features, labels)` pair."""
-    features = {key: value for key, value in mesh.items() if key != "labels"}
-    features["vertices"] = normalize_vertices(mesh["vertices"], mean_center, unit_scale)
-    return features, mesh["labels"]
+def read_meshes(files: list[str], training: bool = False, seed: int | None = None,
+                skip_bad_records: bool = False,
+                bad_records: BadRecordLog | None = None) -> tf.data.Dataset:
+    """Unbatched meshes with adjacency, before caching and normalisation.
+
+    Every shard is first checked in Python (`meshseg.data.reader.check_shard`), so
+    a bad record fails here, naming shard and record index, or (with
+    `skip_bad_records`) is left out and counted in `bad_records`. The records are
+    then read in graph mode, so the dataset's iterator can be checkpointed.
+
+    Args:
+      files: shard paths; `training` shuffles their order (seeded).
+      skip_bad_records, bad_records: see `meshseg.data.reader.check_shard`.
+
+    Returns:
+      Dataset of dicts: vertices, labels, num_vertices, edges, edge_weights,
+      num_edges, neighbors, neighbor_weights (unbatched shapes of the module docstring).
+
+    Raises:
+      BadRecordError: for a bad record, unless `skip_bad_records`.
+    """
+    adjacency = stored_adjacency(files)
+    checks = [check_shard(str(f), adjacency, skip_bad_records, bad_records) for f in files]
+    widest = max([len(bad) for _, bad in checks] + [1])
+    skipped = [bad + [-1] * (widest - len(bad)) for _, bad in checks]
+    shards = tf.data.Dataset.from_tensor_slices((
+        [str(f) for f in files], tf.constant([n for n, _ in checks], tf.int64),
+        tf.constant(skipped, tf.int64)))
+    if training:
+        shards = shards.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+
+    def shard_records(path, readable, bad):
+        records = tf.data.TFRecordDataset(path).take(readable).enumerate()
+        records = records.filter(lambda index, _: ~tf.reduce_any(tf.equal(index, bad)))
+        return records.map(lambda index, serialized: _parse(
+            serialized, tf.strings.join([path, ", record ", tf.strings.as_string(index)]),
+            adjacency))
+
+    meshes = shards.interleave(shard_records, cycle_length=INTERLEAVED_SHARDS,
+                               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return meshes.map(_with_adjacency, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
-def _read_meshes(files: tf.data.Dataset, training: bool) -> tf.data.Dataset:
-    """Interleaves the shards' records and parses each, naming its shard on error."""
-
-    def parse_shard(filename: tf.Tensor) -> tf.data.Dataset:
-        return tf.data.TFRecordDataset(filename).map(
-            lambda serialized: parse_mesh_record(serialized, source=filename)
-        )
-
-    return files.interleave(
-        parse_shard,
-        cycle_length=INTERLEAVED_SHARDS,
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=not training,
-    )
+def _parse(serialized: tf.Tensor, source: tf.Tensor, adjacency: str) -> dict[str, tf.Tensor]:
+    """`parse_mesh_record` plus the stored adjacency of level `adjacency`."""
+    mesh = parse_mesh_record(serialized, source)
+    if adjacency != "none":
+        mesh |= parse_adjacency(serialized, adjacency)
+    return mesh
 
 
 def make_dataset(
@@ -118,79 +198,79 @@ def make_dataset(
     unit_scale: bool = True,
     repeat: bool = False,
     cache: bool = True,
-    pad_to: tuple[int, int] | None = None,
+    pad_to: tuple[int, int, int] | None = None,
+    bucket_shapes: list[tuple[int, int, int]] | None = None,
+    augment: AugmentConfig | None = None,
+    skip_bad_records: bool = False,
+    bad_records: BadRecordLog | None = None,
 ) -> tf.data.Dataset:
     """Builds the batched mesh-segmentation dataset from TFRecord shards.
 
     Args:
       files: TFRecord shard paths in the `meshseg.data.records` schema.
       batch_size: meshes per batch B; the last batch may be smaller.
-      training: shuffle shards and meshes (seeded by `seed`) and allow
-        non-deterministic interleaving; when False the order is fixed and the
-        same on every pass: records round-robin from `INTERLEAVED_SHARDS`
-        shards at a time, in `files` order.
+      training: shuffle shards and meshes (seeded by `seed`) and augment; when
+        False the order is fixed and the same on every pass: records round-robin
+        from `INTERLEAVED_SHARDS` shards at a time, in `files` order (grouped by
+        bucket with `bucket_shapes`). Parallel stages keep their input order, so
+        the same seed gives the same batches (loops agree; resumed runs replay).
       shuffle_buffer: number of meshes in the shuffle buffer (training only).
-      seed: seed of the shard and mesh shuffles; None draws a fresh one.
+      seed: seed of the shard and mesh shuffles and of augmentation; None draws
+        a fresh one.
       mean_center: subtract each mesh's mean vertex position.
       unit_scale: scale each mesh to RMS radius 1 (see `normalize_vertices`).
       repeat: repeat the data indefinitely (reshuffled on each pass).
       cache: keep the parsed meshes and their adjacency in memory after the first pass.
       pad_to: optional (V, E, K): pad every batch to exactly V vertices, E edges and
         neighbour-table width K (and B meshes, for training) instead of the batch
-        maxima, so XLA compiles the step once.
+        maxima, so XLA compiles the step once. Same as `bucket_shapes=[pad_to]`.
+      bucket_shapes: optional (V, E, K) shapes, V increasing (see
+        `meshseg.data.buckets`): batch within buckets, padded to their shapes (and
+        B meshes, for training).
+      augment: random rotation/scaling, applied when `training` only.
+      skip_bad_records: skip (log and count) bad records instead of failing.
+      bad_records: the `BadRecordLog` skipped records are counted in.
 
     Returns:
       A `tf.data.Dataset` of `(features, labels)`; see the module docstring
       for the shapes, dtypes and padding values.
 
     Raises:
-      ValueError: if `files` is empty or `batch_size` < 1.
-      tf.errors.InvalidArgumentError: during iteration, for a bad record; the
-        message names the shard file.
+      ValueError: if `files` is empty, `batch_size` < 1, or both `pad_to` and
+        `bucket_shapes` are given.
+      tf.errors.InvalidArgumentError: during iteration, for a bad record (the
+        message names the shard file and record index) or a mesh larger than
+        every bucket.
     """
     if not files:
         raise ValueError("make_dataset needs at least one TFRecord file")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    shards = tf.data.Dataset.from_tensor_slices([str(f) for f in files])
-    if training:
-        shards = shards.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    meshes = _read_meshes(shards, training).map(
-        _with_adjacency, num_parallel_calls=tf.data.AUTOTUNE, deterministic=not training)
+    if pad_to is not None and bucket_shapes is not None:
+        raise ValueError("give pad_to or bucket_shapes, not both")
+    meshes = read_meshes(files, training, seed, skip_bad_records, bad_records)
     if cache:
         meshes = meshes.cache()
     if training:
         meshes = meshes.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         meshes = meshes.repeat()
-    examples = meshes.map(
-        lambda mesh: _model_inputs(mesh, mean_center, unit_scale),
-        num_parallel_calls=tf.data.AUTOTUNE,
-        deterministic=not training,
-    )
-    padding_values = (
-        {
-            "vertices": tf.constant(0.0, tf.float32),
-            "num_vertices": tf.constant(0, tf.int32),
-            "edges": tf.constant(0, tf.int32),
-            "edge_weights": tf.constant(0.0, tf.float32),
-            "num_edges": tf.constant(0, tf.int32),
-            "neighbors": tf.constant(0, tf.int32),
-            "neighbor_weights": tf.constant(0.0, tf.float32),
-        },
-        tf.constant(LABEL_PADDING, tf.int32),
-    )
-    padded_shapes = None
-    if pad_to is not None:
-        num_vertices, num_edges, max_degree = pad_to
-        padded_shapes = (
-            {"vertices": [num_vertices, 3], "num_vertices": [], "edges": [num_edges, 2],
-             "edge_weights": [num_edges], "num_edges": [],
-             "neighbors": [num_vertices, max_degree],
-             "neighbor_weights": [num_vertices, max_degree]},
-            [num_vertices],
-        )
-    batches = examples.padded_batch(batch_size, padded_shapes=padded_shapes,
-                                    padding_values=padding_values,
-                                    drop_remainder=pad_to is not None and training)
+    augment = augment if training and augment is not None and augment.active else None
+    if augment is not None:
+        meshes = tf.data.Dataset.zip(meshes, tf.data.Dataset.random(seed=seed).batch(2))
+
+    def model_inputs(mesh, augment_seed=None):
+        features = {key: value for key, value in mesh.items() if key != "labels"}
+        features["vertices"] = normalize_vertices(mesh["vertices"], mean_center, unit_scale)
+        if augment_seed is not None:
+            features["vertices"] = augment_vertices(features["vertices"], augment_seed, augment)
+        return features, mesh["labels"]
+
+    examples = meshes.map(model_inputs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    shapes = [tuple(pad_to)] if pad_to is not None else bucket_shapes
+    if shapes:
+        batches = bucket_batch(examples, batch_size, shapes, PADDING_VALUES,
+                               drop_remainder=training)
+    else:
+        batches = examples.padded_batch(batch_size, padding_values=PADDING_VALUES)
     return batches.prefetch(tf.data.AUTOTUNE)

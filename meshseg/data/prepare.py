@@ -1,39 +1,82 @@
-"""Convert the bundled RNA sample to TFRecord shards once, and reuse them.
+"""Convert a labelled mesh folder to TFRecord shards once, and reuse them (a cache).
 
-The source folder (`data/rna_sample`) holds `off/<stem>.off` meshes,
-`labels/<stem>.txt` per-vertex labels in [-1, 258] and the `train.txt` /
-`test.txt` split files. Labels are stored with +1 (260 classes, class 0 =
-unlabelled), so the records hold labels >= 0 only.
+A source folder holds meshes, label files and split files (`train.txt`,
+`test.txt`) whose lines are mesh paths relative to the meshes folder. The
+bundled RNA sample (`data/rna_sample`: `off/<stem>.off`, `labels/<stem>.txt`
+in [-1, 258], stored with +1: 260 classes, class 0 = unlabelled) and the human
+body parts set (`meshes/{iso,qes}/*.ply`, `labels/<label_set>/<variant>/<stem>.txt`)
+are both described by a `MeshFolder`.
 
-The cache folder holds the shards and `stamp.json`, which records the source
-files, their sizes and the shard counts. A cache whose stamp differs from the
-current source is rebuilt. The build happens in a temporary sibling folder
-that is renamed into place only when complete, so an interrupted build is
-never reused.
+The cache folder holds the shards, their manifests and `stamp.json`, which
+records the source files, their sizes and the conversion settings. A cache
+whose stamp differs from the current source is rebuilt. The build happens in a
+temporary sibling folder that is renamed into place only when complete, so an
+interrupted build is never reused. Conversion is strict: a bad mesh fails the
+build with its file name.
 """
 
 import json
 import shutil
 import tempfile
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from meshseg.data.convert import convert_split, split_file_pairs
+from meshseg.data.convert import convert_split, shard_paths, split_file_pairs
 
 RNA_NUM_CLASSES = 260
 RNA_LABEL_OFFSET = 1
 STAMP_NAME = "stamp.json"
+SPLITS = ("train", "test")
 
 
-def _source_stamp(source_dir: Path, train_shards: int, test_shards: int) -> dict:
+@dataclass(frozen=True)
+class MeshFolder:
+    """What to convert and how.
+
+    Attributes:
+      root: the source folder.
+      meshes: folder (relative to root) the split entries are relative to.
+      labels: folder (relative to root) searched for `<stem>.txt` / `.npy` labels.
+      num_classes: labels must lie in [0, num_classes) after the offset.
+      label_offset: added to every label.
+      shards: number of shards per split, e.g. {"train": 4, "test": 1}.
+      adjacency: stored adjacency, "none", "edges" or "table".
+      label_kind: "vertex" or "face".
+    """
+
+    root: str
+    meshes: str
+    labels: str
+    num_classes: int
+    label_offset: int = 0
+    shards: dict = field(default_factory=lambda: {"train": 4, "test": 1})
+    adjacency: str = "edges"
+    label_kind: str = "vertex"
+
+
+def rna_sample_folder(root: str | Path, train_shards: int = 4, test_shards: int = 1,
+                      adjacency: str = "edges") -> MeshFolder:
+    """The bundled RNA sample as a `MeshFolder` (labels + 1, 260 classes)."""
+    return MeshFolder(str(root), "off", "labels", RNA_NUM_CLASSES, RNA_LABEL_OFFSET,
+                      {"train": train_shards, "test": test_shards}, adjacency)
+
+
+def _pairs(source: MeshFolder) -> dict[str, tuple[list[Path], list[Path]]]:
+    root = Path(source.root)
+    return {split: split_file_pairs(root / source.meshes, root / source.labels,
+                                    root / f"{split}.txt") for split in SPLITS}
+
+
+def _source_stamp(source: MeshFolder, pairs: dict) -> dict:
     """The JSON-serialisable description of the source a cache was built from."""
-    files = [source_dir / "train.txt", source_dir / "test.txt"]
-    files += sorted((source_dir / "off").glob("*.off"))
-    files += sorted((source_dir / "labels").glob("*.txt"))
-    return {
-        "files": {str(path.relative_to(source_dir)): path.stat().st_size for path in files},
-        "label_offset": RNA_LABEL_OFFSET,
-        "shards": {"train": train_shards, "test": test_shards},
-    }
+    root = Path(source.root)
+    files = [root / f"{split}.txt" for split in SPLITS]
+    for mesh_paths, label_paths in pairs.values():
+        files += list(mesh_paths) + list(label_paths)
+    settings = asdict(source)
+    settings.pop("root")
+    return {"files": {str(Path(p).relative_to(root)): Path(p).stat().st_size for p in files},
+            "settings": settings}
 
 
 def _read_stamp(cache_dir: Path) -> dict | None:
@@ -43,59 +86,44 @@ def _read_stamp(cache_dir: Path) -> dict | None:
         return None
 
 
-def _shards(cache_dir: Path, split: str, num_shards: int) -> list[str]:
-    return [
-        str(cache_dir / f"{split}-{i:05d}-of-{num_shards:05d}.tfrecords")
-        for i in range(num_shards)
-    ]
-
-
-def prepare_rna_sample(
-    source_dir: str | Path,
-    cache_dir: str | Path,
-    train_shards: int = 4,
-    test_shards: int = 1,
-) -> dict:
-    """Returns TFRecord shards of the RNA sample, converting it on first use.
+def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int = 1) -> dict:
+    """Returns TFRecord shards of `source`, converting it on first use.
 
     Args:
-      source_dir: the RNA sample folder (`off/`, `labels/`, `train.txt`,
-        `test.txt`).
-      cache_dir: folder holding the converted shards and their stamp; created
-        if missing.
-      train_shards: number of shards for the training split.
-      test_shards: number of shards for the test split.
+      source: the `MeshFolder` to convert.
+      cache_dir: folder holding the converted shards and their stamp; created if
+        missing. Keep it outside version control (e.g. `data/cache/`, gitignored):
+        converted meshes may carry the source's licence terms.
+      workers: conversion processes.
 
     Returns:
-      dict(train=[shard paths], test=[shard paths], num_classes=260).
+      dict(train=[shard paths], test=[shard paths], num_classes=source.num_classes).
 
     Raises:
-      FileNotFoundError: if a split file of `source_dir` is missing.
+      FileNotFoundError: if a split file of the source is missing.
       ValueError: if `cache_dir` exists, is not empty and holds no stamp (it
         is not a cache this function made, so it is not overwritten), or a
-        mesh is invalid (see `meshseg.data.convert.load_labelled_mesh`).
+        mesh or label file is missing or invalid (the message names the file).
     """
-    source_dir, cache_dir = Path(source_dir), Path(cache_dir)
-    stamp = _source_stamp(source_dir, train_shards, test_shards)
-    result = {
-        "train": _shards(cache_dir, "train", train_shards),
-        "test": _shards(cache_dir, "test", test_shards),
-        "num_classes": RNA_NUM_CLASSES,
-    }
-    if _read_stamp(cache_dir) == stamp:
+    cache_dir = Path(cache_dir)
+    pairs = _pairs(source)
+    stamp = _source_stamp(source, pairs)
+    result = {split: shard_paths(cache_dir / split, source.shards[split]) for split in SPLITS}
+    result["num_classes"] = source.num_classes
+    existing = _read_stamp(cache_dir)
+    if existing == stamp:
         return result
-    if cache_dir.exists() and any(cache_dir.iterdir()) and _read_stamp(cache_dir) is None:
-        raise ValueError(f"{cache_dir} is not empty and is not an RNA sample cache")
+    if cache_dir.exists() and any(cache_dir.iterdir()) and existing is None:
+        raise ValueError(f"{cache_dir} is not empty and is not a meshseg conversion cache")
 
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
     build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-", dir=cache_dir.parent))
     try:
-        for split, num_shards in (("train", train_shards), ("test", test_shards)):
-            mesh_paths, label_paths = split_file_pairs(
-                source_dir / "off", source_dir / "labels", source_dir / f"{split}.txt"
-            )
-            convert_split(mesh_paths, label_paths, build_dir / split, num_shards,
-                          RNA_LABEL_OFFSET)
+        for split in SPLITS:
+            convert_split(*pairs[split], build_dir / split, source.shards[split],
+                          source.label_offset, num_classes=source.num_classes,
+                          label_kind=source.label_kind, adjacency=source.adjacency,
+                          workers=workers, strict=True)
         (build_dir / STAMP_NAME).write_text(json.dumps(stamp, indent=1, sort_keys=True))
         if cache_dir.exists():
             shutil.rmtree(cache_dir)
@@ -104,3 +132,10 @@ def prepare_rna_sample(
         shutil.rmtree(build_dir, ignore_errors=True)
         raise
     return result
+
+
+def prepare_rna_sample(source_dir: str | Path, cache_dir: str | Path, train_shards: int = 4,
+                       test_shards: int = 1, workers: int = 1) -> dict:
+    """`prepare_mesh_folder` of the bundled RNA sample; num_classes=260."""
+    return prepare_mesh_folder(rna_sample_folder(source_dir, train_shards, test_shards),
+                               cache_dir, workers)

@@ -12,7 +12,18 @@ One mesh is one `tf.train.Example` with five features:
 
 The demo's own `Dancer_*.tfrecords` files use exactly this schema, so they are
 read unchanged by `parse_mesh_record`.
+
+Optional precomputed adjacency (`ADJACENCY_FEATURES`, written by the converter
+with `--adjacency edges|table`); readers of the demo schema ignore them:
+
+- `num_edges`: int64 scalar E.
+- `edges`: serialised int32 [E, 2], `meshseg.data.adjacency.mesh_edges`.
+- `edge_weights`: serialised float32 [E].
+- `neighbors`, `neighbor_weights`: serialised int32 / float32 [V, K], the
+  neighbour table (`adjacency.neighbor_table`); only with `--adjacency table`.
 """
+
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -31,6 +42,14 @@ _TENSOR_DTYPES = {
     "labels": tf.int32,
 }
 
+# Serialised tensors of the optional adjacency features, and their dtypes.
+ADJACENCY_FEATURES = {
+    "edges": tf.int32,
+    "edge_weights": tf.float32,
+    "neighbors": tf.int32,
+    "neighbor_weights": tf.float32,
+}
+
 
 def _bytes_feature(value: bytes) -> tf.train.Feature:
     return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value]))
@@ -41,7 +60,10 @@ def _int64_feature(value: int) -> tf.train.Feature:
 
 
 def mesh_to_example(
-    vertices: np.ndarray, triangles: np.ndarray, labels: np.ndarray
+    vertices: np.ndarray,
+    triangles: np.ndarray,
+    labels: np.ndarray,
+    adjacency: dict[str, np.ndarray] | None = None,
 ) -> bytes:
     """Serialises one labelled mesh as a `tf.train.Example`.
 
@@ -50,13 +72,17 @@ def mesh_to_example(
         float32.
       triangles: [T, 3] integer array of vertex indices; int64 is cast to int32.
       labels: [V] integer array of per-vertex class labels; cast to int32.
+      adjacency: optional precomputed adjacency, keys of `ADJACENCY_FEATURES`:
+        'edges' [E, 2] and 'edge_weights' [E] (required together), optionally
+        'neighbors' and 'neighbor_weights' [V, K]; cast to the listed dtypes.
 
     Returns:
       The serialised `tf.train.Example` (bytes) in the demo schema.
 
     Raises:
-      ValueError: if an array has the wrong rank or last dimension, or the
-        number of labels differs from the number of vertices.
+      ValueError: if an array has the wrong rank or last dimension, the
+        number of labels differs from the number of vertices, or the adjacency
+        arrays are incomplete or inconsistent.
     """
     vertices = np.asarray(vertices, dtype=np.float32)
     triangles = np.asarray(triangles, dtype=np.int32)
@@ -69,7 +95,8 @@ def mesh_to_example(
         raise ValueError(
             f"labels must have shape [V] = [{vertices.shape[0]}], got {labels.shape}"
         )
-    feature = {
+    feature = _adjacency_features(adjacency or {}, vertices.shape[0])
+    feature |= {
         "num_vertices": _int64_feature(vertices.shape[0]),
         "num_triangles": _int64_feature(triangles.shape[0]),
         "vertices": _bytes_feature(tf.io.serialize_tensor(vertices).numpy()),
@@ -78,6 +105,35 @@ def mesh_to_example(
     }
     example = tf.train.Example(features=tf.train.Features(feature=feature))
     return example.SerializeToString()
+
+
+def _adjacency_features(adjacency: dict[str, np.ndarray], num_vertices: int) -> dict:
+    """The optional adjacency features of `mesh_to_example`; raises ValueError."""
+    unknown = set(adjacency) - set(ADJACENCY_FEATURES)
+    if unknown:
+        raise ValueError(f"unknown adjacency arrays {sorted(unknown)}")
+    present = set(adjacency)
+    if present and not {"edges", "edge_weights"} <= present:
+        raise ValueError("adjacency needs both 'edges' and 'edge_weights'")
+    if ("neighbors" in present) != ("neighbor_weights" in present):
+        raise ValueError("adjacency needs both 'neighbors' and 'neighbor_weights' or neither")
+    arrays = {name: np.asarray(adjacency[name], ADJACENCY_FEATURES[name].as_numpy_dtype)
+              for name in adjacency}
+    if present:
+        num_edges = arrays["edges"].shape[0]
+        if arrays["edges"].shape != (num_edges, 2) or arrays["edge_weights"].shape != (num_edges,):
+            raise ValueError(f"edges must be [E, 2] and edge_weights [E], got "
+                             f"{arrays['edges'].shape} and {arrays['edge_weights'].shape}")
+    if "neighbors" in present:
+        shape = arrays["neighbors"].shape
+        if len(shape) != 2 or shape[0] != num_vertices or arrays["neighbor_weights"].shape != shape:
+            raise ValueError(f"neighbors and neighbor_weights must be [V={num_vertices}, K], "
+                             f"got {shape} and {arrays['neighbor_weights'].shape}")
+    features = {name: _bytes_feature(tf.io.serialize_tensor(array).numpy())
+                for name, array in arrays.items()}
+    if present:
+        features["num_edges"] = _int64_feature(arrays["edges"].shape[0])
+    return features
 
 
 def _assert_serialized_dtype(
@@ -185,3 +241,66 @@ def parse_mesh_record(
             "num_vertices": tf.identity(num_vertices),
             "num_triangles": tf.identity(num_triangles),
         }
+
+
+def write_records_atomically(paths: list[str], records, finish=None) -> None:
+    """Writes serialised records to shards, all or nothing.
+
+    Every shard is written under a temporary name (`<path>.tmp-<pid>`); only when
+    `records` is exhausted without error are all of them renamed to `paths`, and
+    then `finish()` is called (e.g. to write a manifest). On any error the
+    temporary files are removed and the error is re-raised.
+
+    Args:
+      paths: final shard paths; their directories are created.
+      records: iterable of (shard index into `paths`, serialised record bytes).
+      finish: optional callable run after the renames.
+    """
+    for path in paths:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    temp_paths = [f"{path}.tmp-{os.getpid()}" for path in paths]
+    writers = []
+    try:
+        writers = [tf.io.TFRecordWriter(path) for path in temp_paths]
+        for shard, record in records:
+            writers[shard].write(record)
+        for writer in writers:
+            writer.close()
+    except BaseException:
+        for writer in writers:
+            writer.close()
+        for path in temp_paths:
+            if os.path.exists(path):
+                os.remove(path)
+        raise
+    for temp_path, path in zip(temp_paths, paths):
+        os.replace(temp_path, path)
+    if finish is not None:
+        finish()
+
+
+def parse_adjacency(serialized: tf.Tensor, adjacency: str) -> dict[str, tf.Tensor]:
+    """Parses a record's stored adjacency with TF ops (usable in `Dataset.map`).
+
+    Args:
+      serialized: scalar tf.string, one serialised `tf.train.Example`.
+      adjacency: "edges" (edges, edge_weights) or "table" (also neighbors,
+        neighbor_weights); see `ADJACENCY_FEATURES`.
+
+    Returns:
+      dict with 'edges' int32 [E, 2], 'edge_weights' float32 [E] and, for
+      "table", 'neighbors' int32 [V, K] and 'neighbor_weights' float32 [V, K].
+
+    Raises:
+      tf.errors.InvalidArgumentError: at iteration time, if a feature is missing
+        or a tensor has another dtype.
+    """
+    names = ["edges", "edge_weights"] + (["neighbors", "neighbor_weights"]
+                                         if adjacency == "table" else [])
+    spec = {name: tf.io.FixedLenFeature([], tf.string) for name in names}
+    record = tf.io.parse_single_example(serialized, spec)
+    parsed = {name: tf.io.parse_tensor(record[name], ADJACENCY_FEATURES[name])
+              for name in names}
+    shapes = {"edges": [None, 2], "edge_weights": [None], "neighbors": [None, None],
+              "neighbor_weights": [None, None]}
+    return {name: tf.ensure_shape(value, shapes[name]) for name, value in parsed.items()}

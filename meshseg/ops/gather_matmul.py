@@ -21,7 +21,7 @@ def gather_matmul(data: tf.Tensor, neighbors: Union[tf.SparseTensor, NeighborTab
     The largest per-edge tensors are [V, K, C] and [V, K, W]: nothing of size [E, W, C]
     or [E, W, D] exists, forward or backward (gradients by TensorFlow's autodiff). The
     softmax is max-shifted (`tf.nn.softmax`), so any input magnitude gives finite results,
-    and computed in float32 whatever the dtype of `data` (mixed precision).
+    and computed in at least float32 whatever the dtype of `data` (mixed precision).
 
     Args:
       data: float tensor [A1, ..., An, V, C]; [V, C] when `neighbors` is a table.
@@ -63,8 +63,9 @@ def _feast(x, table: NeighborTable, var_u, var_v, var_c, var_w, var_b):
     num_weights, num_in = var_w.shape[0], var_w.shape[1]
     s = tf.matmul(x, var_u) + var_c  # [V, W]
     t = tf.matmul(x, var_v)  # [V, W]
-    logits = tf.cast(s[:, tf.newaxis, :] + tf.gather(t, table.neighbors), tf.float32)
-    q = tf.cast(tf.nn.softmax(logits), x.dtype)  # [V, K, W], normalised in float32
+    softmax_dtype = tf.float32 if x.dtype in (tf.float16, tf.bfloat16) else x.dtype
+    logits = tf.cast(s[:, tf.newaxis, :] + tf.gather(t, table.neighbors), softmax_dtype)
+    q = tf.cast(tf.nn.softmax(logits), x.dtype)  # [V, K, W], normalised in >= float32
     coef = tf.cast(table.weights, x.dtype)[..., tf.newaxis] * q  # [V, K, W]
     z = tf.matmul(coef, tf.gather(x, table.neighbors), transpose_a=True)  # [V, W, C]
     return tf.matmul(tf.reshape(z, [-1, num_weights * num_in]),

@@ -1,0 +1,111 @@
+"""The manifest JSON written next to converted shards, and its use for sizing batches.
+
+For shards `<prefix>-00000-of-0000N.tfrecords` the manifest is
+`<prefix>.manifest.json` (it does not match the shard glob `<prefix>-*`):
+
+    {"format": 1, "shards": [shard file names], "num_meshes": N, "num_skipped": S,
+     "num_classes": C or null, "label_offset": int, "label_kind": "vertex"|"face",
+     "adjacency": "none"|"edges"|"table",
+     "class_histogram": [vertex count of class 0, 1, ..., max label],
+     "vertex_count": {"min", "max", "mean", "median"},
+     "faces": {"degenerate": total, "duplicate": total},
+     "meshes": [{"source", "sha256", "labels", "shard", "num_vertices", "num_triangles",
+                 "num_edges", "max_degree", "degenerate_faces", "duplicate_faces"}, ...],
+     "skipped": [{"source", "reason"}, ...]}
+"""
+
+import json
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+MANIFEST_FORMAT = 1
+_SHARD_NAME = re.compile(r"^(?P<prefix>.*)-\d{5}-of-\d{5}\.tfrecords$")
+
+
+def manifest_path(out_prefix: str | Path) -> Path:
+    """`<out_prefix>.manifest.json`."""
+    return Path(f"{out_prefix}.manifest.json")
+
+
+def summarize(meshes: list[dict], skipped: list[dict], shards: list[str], **settings) -> dict:
+    """Builds the manifest dict (see the module docstring) from per-mesh entries.
+
+    Args:
+      meshes: one dict per written mesh (keys as in the module docstring) plus
+        'histogram': int [C_i] per-class vertex counts of that mesh (removed here).
+      skipped: {"source", "reason"} per skipped mesh.
+      shards: shard paths (stored as file names).
+      **settings: num_classes, label_offset, label_kind, adjacency.
+    """
+    histogram = np.zeros(0, np.int64)
+    for mesh in meshes:
+        counts = np.asarray(mesh.pop("histogram"), np.int64)
+        size = max(histogram.size, counts.size)
+        histogram = np.pad(histogram, (0, size - histogram.size)) + np.pad(
+            counts, (0, size - counts.size))
+    vertex_counts = np.array([m["num_vertices"] for m in meshes] or [0])
+    return {
+        "format": MANIFEST_FORMAT,
+        "shards": [Path(shard).name for shard in shards],
+        "num_meshes": len(meshes),
+        "num_skipped": len(skipped),
+        **settings,
+        "class_histogram": histogram.tolist(),
+        "vertex_count": {"min": int(vertex_counts.min()), "max": int(vertex_counts.max()),
+                         "mean": float(vertex_counts.mean()),
+                         "median": float(np.median(vertex_counts))},
+        "faces": {"degenerate": sum(m["degenerate_faces"] for m in meshes),
+                  "duplicate": sum(m["duplicate_faces"] for m in meshes)},
+        "meshes": meshes,
+        "skipped": skipped,
+    }
+
+
+def write_manifest(path: str | Path, manifest: dict) -> None:
+    """Writes the manifest atomically (temporary file, then rename)."""
+    temp = Path(f"{path}.tmp-{os.getpid()}")
+    temp.write_text(json.dumps(manifest, indent=1))
+    os.replace(temp, path)
+
+
+def read_manifest(path: str | Path) -> dict:
+    """Reads a manifest. Raises FileNotFoundError, json.JSONDecodeError."""
+    return json.loads(Path(path).read_text())
+
+
+def manifest_sizes(files: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """Mesh sizes and class histogram of `files` from their manifests, if all have one.
+
+    Args:
+      files: shard paths named `<prefix>-iiiii-of-nnnnn.tfrecords`.
+
+    Returns:
+      (sizes int64 [N, 3] of (num_vertices, num_edges, max_degree) per mesh in
+      `files`, class histogram int64 [C]) or None when a file is not named like a
+      converted shard, its manifest is missing or unreadable, or does not list it.
+    """
+    wanted: dict[Path, set[str]] = {}
+    for file in files:
+        match = _SHARD_NAME.match(str(file))
+        if match is None:
+            return None
+        wanted.setdefault(manifest_path(match["prefix"]), set()).add(Path(file).name)
+    sizes, histogram = [], np.zeros(0, np.int64)
+    for path, names in wanted.items():
+        try:
+            manifest = read_manifest(path)
+        except (OSError, ValueError):
+            return None
+        # Only a manifest's full shard set has a known histogram; otherwise scan.
+        if manifest.get("format") != MANIFEST_FORMAT or names != set(manifest["shards"]):
+            return None
+        sizes += [(m["num_vertices"], m["num_edges"], m["max_degree"])
+                  for m in manifest["meshes"]]
+        counts = np.asarray(manifest["class_histogram"], np.int64)
+        size = max(histogram.size, counts.size)
+        histogram = np.pad(histogram, (0, size - histogram.size)) + np.pad(
+            counts, (0, size - counts.size))
+    return np.asarray(sizes, np.int64).reshape(-1, 3), histogram

@@ -1,0 +1,234 @@
+"""Reads one labelled mesh file into validated arrays (NumPy + trimesh, no TensorFlow).
+
+Meshes (OBJ, OFF, PLY, STL, GLB/GLTF and anything else trimesh reads) are
+loaded with `trimesh.load(path, process=False)`, so the file's vertex order,
+and with it the vertex-to-label alignment, is kept; polygons with more than
+three corners are triangulated by trimesh's loaders (a quad becomes two
+triangles, in face order). STL stores no shared vertices, so an STL mesh has
+three vertices per triangle and its 1-ring is the triangle itself.
+
+A file that loads as a Scene (GLB, multi-object files) is concatenated: its
+geometries are taken in sorted geometry-name order, each transformed by the
+scene-graph node that places it, and their vertices and faces appended in that
+order, so per-vertex labels must follow the same order. A scene is refused when
+a geometry is not a triangle mesh or is placed by more than one node.
+
+Labels come from a `.txt` file (one integer per line) or a `.npy` array.
+Per-vertex labels give one label per vertex. Per-face labels give one label per
+triangle as loaded (after trimesh's triangulation) and are turned into
+per-vertex labels by majority vote of the faces incident to each vertex, ties
+going to the lowest class id (see `face_to_vertex_labels`).
+"""
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import trimesh
+
+from meshseg.data.adjacency import mesh_edges, neighbor_table
+from meshseg.data.validate import FaceCounts, InvalidMeshError, validate_mesh
+
+LABEL_KINDS = ("vertex", "face")
+
+
+@dataclass
+class LabelledMesh:
+    """One validated mesh, ready to be written as a record.
+
+    Attributes:
+      vertices: float32 [V, 3]; triangles: int32 [T, 3]; labels: int32 [V].
+      face_counts: degenerate and duplicate faces (see `validate.FaceCounts`).
+      sha256: hex digest of the mesh file.
+      edges, edge_weights: int32 [E, 2] / float32 [E] 1-ring adjacency (`mesh_edges`).
+      neighbors, neighbor_weights: int32 / float32 [V, K] neighbour table, or None.
+    """
+
+    vertices: np.ndarray
+    triangles: np.ndarray
+    labels: np.ndarray
+    face_counts: FaceCounts
+    sha256: str
+    edges: np.ndarray
+    edge_weights: np.ndarray
+    neighbors: np.ndarray | None = None
+    neighbor_weights: np.ndarray | None = None
+
+    @property
+    def max_degree(self) -> int:
+        """K: the largest 1-ring size, self-edge included."""
+        return int(np.bincount(self.edges[:, 0]).max())
+
+
+def file_sha256(path: str | Path) -> str:
+    """Hex SHA-256 digest of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _concatenate_scene(scene: trimesh.Scene) -> tuple[np.ndarray, np.ndarray]:
+    """Vertices float64 [V, 3] and faces int64 [T, 3] of a scene's geometries, in sorted
+    geometry-name order, each in scene coordinates. Raises InvalidMeshError (see module)."""
+    vertices, faces, offset = [], [], 0
+    for name in sorted(scene.geometry):
+        geometry = scene.geometry[name]
+        if not isinstance(geometry, trimesh.Trimesh):
+            raise InvalidMeshError(
+                f"scene geometry {name!r} is a {type(geometry).__name__}, not a triangle mesh")
+        nodes = scene.graph.geometry_nodes.get(name, [])
+        if len(nodes) > 1:
+            raise InvalidMeshError(
+                f"scene geometry {name!r} is placed by {len(nodes)} nodes; instanced "
+                "geometry has no single vertex order for per-vertex labels")
+        transform = scene.graph.get(nodes[0])[0] if nodes else np.eye(4)
+        vertices.append(trimesh.transform_points(np.asarray(geometry.vertices), transform))
+        faces.append(np.asarray(geometry.faces, np.int64) + offset)
+        offset += len(geometry.vertices)
+    if not vertices:
+        return np.zeros([0, 3]), np.zeros([0, 3], np.int64)
+    return np.concatenate(vertices), np.concatenate(faces)
+
+
+def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """Loads a mesh file without trimesh's processing.
+
+    Returns:
+      vertices float64 [V, 3] and faces int64 [T, 3] (scenes concatenated; see the
+      module docstring).
+
+    Raises:
+      InvalidMeshError: if trimesh cannot read the file, it is not a mesh, or it is a
+        scene that cannot be concatenated.
+    """
+    try:
+        loaded = trimesh.load(path, process=False)
+    except Exception as error:  # trimesh raises many types for unreadable files
+        raise InvalidMeshError(f"cannot load mesh: {type(error).__name__}: {error}") from error
+    if isinstance(loaded, trimesh.Scene):
+        return _concatenate_scene(loaded)
+    if not isinstance(loaded, trimesh.Trimesh):
+        raise InvalidMeshError(f"file holds a {type(loaded).__name__}, not a triangle mesh")
+    return np.asarray(loaded.vertices, np.float64), np.asarray(loaded.faces, np.int64)
+
+
+def load_label_file(path: str | Path) -> np.ndarray:
+    """Reads labels from `.npy` (any integer dtype, or floats holding integers) or text
+    (one integer per line). Returns int64 [N].
+
+    Raises:
+      InvalidMeshError: if the file cannot be read or holds non-integer values.
+    """
+    try:
+        if Path(path).suffix == ".npy":
+            labels = np.load(path, allow_pickle=False)
+        else:
+            labels = np.loadtxt(path, dtype=np.float64, ndmin=1)
+    except (OSError, ValueError) as error:
+        raise InvalidMeshError(f"cannot read labels {path}: {error}") from error
+    labels = np.asarray(labels).reshape(-1)
+    if not np.issubdtype(labels.dtype, np.integer):
+        if not np.all(np.isfinite(labels)) or np.any(labels != np.round(labels)):
+            raise InvalidMeshError(f"labels in {path} are not all integers")
+    return labels.astype(np.int64)
+
+
+def face_to_vertex_labels(
+    triangles: np.ndarray, face_labels: np.ndarray, num_vertices: int
+) -> np.ndarray:
+    """Per-vertex labels from per-face labels: the majority label of the faces incident
+    to each vertex, ties to the lowest label. A face counts once per distinct corner.
+
+    Args:
+      triangles: int [T, 3] indices in [0, V); face_labels: int [T], all >= 0.
+      num_vertices: V.
+
+    Returns:
+      int64 [V] labels.
+
+    Raises:
+      InvalidMeshError: if the label count differs from T or a vertex has no
+        incident face (it would get no label).
+    """
+    if face_labels.shape[0] != triangles.shape[0]:
+        raise InvalidMeshError(
+            f"{face_labels.shape[0]} per-face labels for {triangles.shape[0]} faces")
+    face_ids = np.repeat(np.arange(triangles.shape[0]), 3)
+    pairs = np.unique(np.stack([triangles.reshape(-1), face_ids], axis=1), axis=0)
+    vertex, label = pairs[:, 0], face_labels[pairs[:, 1]]
+    (vertex, label), votes = np.unique(np.stack([vertex, label]), axis=1, return_counts=True)
+    # Sort by vertex, then most votes, then lowest label; keep each vertex's first row.
+    order = np.lexsort((label, -votes, vertex))
+    vertex, label = vertex[order], label[order]
+    first = np.concatenate([[True], vertex[1:] != vertex[:-1]])
+    result = np.full(num_vertices, -1, np.int64)
+    result[vertex[first]] = label[first]
+    if np.any(result < 0):
+        missing = int(np.flatnonzero(result < 0)[0])
+        raise InvalidMeshError(
+            f"vertex {missing} has no incident face, so per-face labels give it no label")
+    return result
+
+
+def load_labelled_mesh(
+    mesh_path: str | Path,
+    label_path: str | Path,
+    label_offset: int = 0,
+    num_classes: int | None = None,
+    label_kind: str = "vertex",
+    adjacency: str = "none",
+) -> LabelledMesh:
+    """Loads, labels and validates one mesh; optionally computes its adjacency.
+
+    Args:
+      mesh_path: mesh file (see the module docstring for formats and scenes).
+      label_path: `.txt` or `.npy` label file.
+      label_offset: added to every label (e.g. 1 maps the RNA data's -1 to 0).
+      num_classes: labels must lie in [0, num_classes); None checks only >= 0.
+      label_kind: "vertex" (one label per vertex) or "face" (one per triangle).
+      adjacency: "none" or "edges" (the 1-ring edges, always computed) or
+        "table" (also the neighbour table).
+
+    Returns:
+      The `LabelledMesh`.
+
+    Raises:
+      InvalidMeshError: for an unreadable file or a broken validation rule
+        (see `meshseg.data.validate`); the message does not name the file.
+      ValueError: for an unknown `label_kind` or `adjacency`.
+    """
+    if label_kind not in LABEL_KINDS:
+        raise ValueError(f"label_kind must be one of {LABEL_KINDS}, got {label_kind!r}")
+    if adjacency not in ("none", "edges", "table"):
+        raise ValueError(f"adjacency must be none, edges or table, got {adjacency!r}")
+    vertices, triangles = load_mesh(mesh_path)
+    labels = load_label_file(label_path) + label_offset
+    if label_kind == "face":
+        validate_mesh(vertices, triangles, np.zeros(len(vertices), np.int64))
+        if labels.size and labels.min() < 0:
+            raise InvalidMeshError(f"per-face label {labels.min()} < 0 after offset")
+        labels = face_to_vertex_labels(triangles, labels, len(vertices))
+    face_counts = validate_mesh(vertices, triangles, labels, num_classes)
+    triangles = triangles.astype(np.int32)
+    edges, edge_weights = mesh_edges(triangles, len(vertices))
+    mesh = LabelledMesh(vertices.astype(np.float32), triangles, labels.astype(np.int32),
+                        face_counts, file_sha256(mesh_path), edges, edge_weights)
+    if adjacency == "table":
+        mesh.neighbors, mesh.neighbor_weights = neighbor_table(
+            mesh.edges, mesh.edge_weights, len(mesh.vertices))
+    return mesh
+
+
+def convert_job(job: dict) -> tuple[bool, LabelledMesh | str]:
+    """Process-pool entry point: `load_labelled_mesh(**job)`.
+
+    Returns:
+      (True, LabelledMesh) or (False, reason) for an `InvalidMeshError`.
+    """
+    try:
+        return True, load_labelled_mesh(**job)
+    except InvalidMeshError as error:
+        return False, str(error)

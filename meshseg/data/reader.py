@@ -1,0 +1,195 @@
+"""A Python-side check of mesh TFRecord shards that names the shard and record index of
+every bad record, before the tf.data pipeline reads them.
+
+tf.data's own reader reports a truncated shard as a bare `DataLossError` and
+`ignore_errors` drops bad records without saying which. `check_shard` enumerates
+a shard's records once, decodes each with protobuf + NumPy
+(`decode_mesh_record`) and either raises a `BadRecordError` "<shard>, record
+<i>: <reason>" or, with `skip_bad_records`, logs and counts the record in a
+`BadRecordLog`. The pipeline then reads the shard in graph mode (so its iterator
+stays checkpointable, which a `from_generator` reader is not), up to the first
+unreadable byte and without the bad indices. A truncated or corrupt shard cannot
+be resynchronised, so skipping there drops the rest of that shard (counted once).
+"""
+
+import logging
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import tensor_pb2
+
+from meshseg.data.records import ADJACENCY_FEATURES, FEATURE_SPEC
+
+log = logging.getLogger(__name__)
+
+MESH_DTYPES = {"vertices": np.float32, "triangles": np.int32, "labels": np.int32}
+# Stored adjacency a dataset can rely on: "none" < "edges" < "table".
+ADJACENCY_LEVELS = ("none", "edges", "table")
+_LEVEL_FIELDS = {"none": (), "edges": ("edges", "edge_weights"),
+                 "table": ("edges", "edge_weights", "neighbors", "neighbor_weights")}
+
+
+class BadRecordError(ValueError):
+    """A record that is not a valid mesh; the message names shard and record index."""
+
+
+class BadRecordLog:
+    """Counts (and keeps the messages of) the records skipped under `skip_bad_records`."""
+
+    def __init__(self):
+        self.messages: list[str] = []
+
+    @property
+    def count(self) -> int:
+        return len(self.messages)
+
+    def add(self, message: str) -> None:
+        self.messages.append(message)
+        log.warning("skipping bad record (%d so far): %s", self.count, message)
+
+
+def _tensor(example: tf.train.Example, name: str, dtype) -> np.ndarray:
+    """Decodes the serialised TensorProto feature `name`; raises ValueError with a reason."""
+    if name not in example.features.feature:
+        raise ValueError(f"missing feature '{name}'")
+    values = example.features.feature[name].bytes_list.value
+    if len(values) != 1:
+        raise ValueError(f"feature '{name}' must hold one serialised tensor, got {len(values)}")
+    proto = tensor_pb2.TensorProto.FromString(values[0])
+    got = tf.dtypes.as_dtype(proto.dtype)
+    if got != tf.dtypes.as_dtype(dtype):
+        raise ValueError(f"'{name}' must be {tf.dtypes.as_dtype(dtype).name}, got {got.name}")
+    return tf.make_ndarray(proto)
+
+
+def _count(example: tf.train.Example, name: str) -> int:
+    if name not in example.features.feature:
+        raise ValueError(f"missing feature '{name}'")
+    values = example.features.feature[name].int64_list.value
+    if len(values) != 1:
+        raise ValueError(f"feature '{name}' must be one int64, got {len(values)} values")
+    return int(values[0])
+
+
+def _check_shape(name: str, array: np.ndarray, expected: tuple) -> None:
+    if array.ndim != len(expected) or any(
+            e is not None and s != e for s, e in zip(array.shape, expected)):
+        shown = tuple("*" if e is None else e for e in expected)
+        raise ValueError(f"'{name}' has shape {array.shape}, expected {shown}")
+
+
+def decode_mesh_record(serialized: bytes, adjacency: str = "none") -> dict[str, np.ndarray]:
+    """Decodes and checks one serialised mesh `tf.train.Example` in Python.
+
+    Args:
+      serialized: the record's bytes.
+      adjacency: stored adjacency to decode as well: "none", "edges" (edges,
+        edge_weights, num_edges) or "table" (also neighbors, neighbor_weights).
+
+    Returns:
+      dict with 'vertices' float32 [V, 3], 'triangles' int32 [T, 3], 'labels'
+      int32 [V], 'num_vertices' and 'num_triangles' int32 scalars, plus the
+      requested adjacency arrays ('num_edges' int32 scalar).
+
+    Raises:
+      ValueError: with the reason, if the bytes are not an Example, a feature is
+        missing, a tensor has the wrong dtype or shape, a count disagrees with
+        its tensor, an index is outside [0, V), or a label is negative.
+    """
+    try:
+        example = tf.train.Example.FromString(serialized)
+    except Exception as error:  # protobuf's DecodeError
+        raise ValueError(f"not a tf.train.Example ({error})") from error
+    mesh = {name: _tensor(example, name, dtype) for name, dtype in MESH_DTYPES.items()}
+    num_vertices, num_triangles = _count(example, "num_vertices"), _count(example, "num_triangles")
+    _check_shape("vertices", mesh["vertices"], (num_vertices, 3))
+    _check_shape("triangles", mesh["triangles"], (num_triangles, 3))
+    _check_shape("labels", mesh["labels"], (num_vertices,))
+    if mesh["triangles"].size and (mesh["triangles"].min() < 0
+                                   or mesh["triangles"].max() >= num_vertices):
+        raise ValueError(f"triangle vertex index outside [0, {num_vertices})")
+    if mesh["labels"].size and mesh["labels"].min() < 0:
+        raise ValueError(f"negative label {mesh['labels'].min()}")
+    mesh["num_vertices"] = np.int32(num_vertices)
+    mesh["num_triangles"] = np.int32(num_triangles)
+    for name in _LEVEL_FIELDS[adjacency]:
+        mesh[name] = _tensor(example, name, ADJACENCY_FEATURES[name].as_numpy_dtype)
+    if adjacency != "none":
+        num_edges = _count(example, "num_edges")
+        _check_shape("edges", mesh["edges"], (num_edges, 2))
+        _check_shape("edge_weights", mesh["edge_weights"], (num_edges,))
+        if num_edges and (mesh["edges"].min() < 0 or mesh["edges"].max() >= num_vertices):
+            raise ValueError(f"edge vertex index outside [0, {num_vertices})")
+        mesh["num_edges"] = np.int32(num_edges)
+    if adjacency == "table":
+        _check_shape("neighbors", mesh["neighbors"], (num_vertices, None))
+        _check_shape("neighbor_weights", mesh["neighbor_weights"], mesh["neighbors"].shape)
+    return mesh
+
+
+def record_adjacency(serialized: bytes) -> str:
+    """The stored adjacency level ("none", "edges" or "table") of one record."""
+    feature = tf.train.Example.FromString(serialized).features.feature
+    for level in reversed(ADJACENCY_LEVELS):
+        if all(name in feature for name in _LEVEL_FIELDS[level]):
+            return level
+    return "none"
+
+
+def stored_adjacency(files: list[str]) -> str:
+    """The adjacency level every shard stores, judged by each shard's first record
+    ("none" if a shard is empty or unreadable; the reader reports it later)."""
+    levels = []
+    for path in files:
+        try:
+            first = next(iter(tf.data.TFRecordDataset(str(path)).take(1)), None)
+        except tf.errors.OpError:
+            first = None
+        levels.append("none" if first is None else record_adjacency(first.numpy()))
+    return min(levels, key=ADJACENCY_LEVELS.index) if levels else "none"
+
+
+def check_shard(path: str, adjacency: str = "none", skip_bad_records: bool = False,
+                bad_records: BadRecordLog | None = None) -> tuple[int, list[int]]:
+    """Reads and decodes every record of one shard once, in file order.
+
+    Args:
+      path: the shard file.
+      adjacency: stored adjacency to check as well (see `decode_mesh_record`).
+      skip_bad_records: log and count bad records in `bad_records` instead of raising.
+      bad_records: where skipped records are counted; a fresh log when None.
+
+    Returns:
+      (readable, bad): the number of records before the shard's end or the first
+      unreadable byte, and the indices of the readable records that do not decode.
+
+    Raises:
+      BadRecordError: "<path>, record <i>: <reason>" for a record that does not
+        decode, or for a truncated/corrupt shard (record i is the first one that
+        could not be read), unless `skip_bad_records`.
+      tf.errors.NotFoundError: if the shard does not exist.
+    """
+    bad_records = bad_records if bad_records is not None else BadRecordLog()
+    records = iter(tf.data.TFRecordDataset(str(path)))
+    index, bad = 0, []
+    while True:
+        try:
+            serialized = next(records)
+        except StopIteration:
+            return index, bad
+        except tf.errors.DataLossError as error:
+            message = (f"{path}, record {index}: truncated or corrupt shard "
+                       f"({error.message.splitlines()[0]}); the rest of the shard is unreadable")
+            if not skip_bad_records:
+                raise BadRecordError(message) from None
+            bad_records.add(message)
+            return index, bad
+        try:
+            decode_mesh_record(serialized.numpy(), adjacency)
+        except ValueError as error:
+            message = f"{path}, record {index}: {error}"
+            if not skip_bad_records:
+                raise BadRecordError(message) from None
+            bad_records.add(message)
+            bad.append(index)
+        index += 1

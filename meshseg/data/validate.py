@@ -1,0 +1,106 @@
+"""Checks a labelled mesh before it is written to a shard (NumPy only).
+
+Rules, in the order they are checked (the first failure is reported):
+
+1. the mesh has at least one vertex and one triangle ("empty mesh");
+2. faces are triangles, i.e. shape [T, 3];
+3. every coordinate is finite ("NaN or infinity");
+4. every face index lies in [0, V);
+5. there is exactly one label per vertex;
+6. every label lies in [0, num_classes) (only the lower bound when
+   `num_classes` is None).
+
+Degenerate faces (a repeated vertex index, or zero area) and duplicate faces
+(the same vertex set as an earlier face, in any order) are legal but counted.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+class InvalidMeshError(ValueError):
+    """A mesh (or its labels) breaks a validation rule; the message says which."""
+
+
+@dataclass(frozen=True)
+class FaceCounts:
+    """Legal but suspicious faces of a mesh.
+
+    Attributes:
+      degenerate: faces with a repeated vertex index or zero area.
+      duplicate: faces whose vertex set equals that of an earlier face.
+    """
+
+    degenerate: int
+    duplicate: int
+
+
+def count_suspicious_faces(vertices: np.ndarray, triangles: np.ndarray) -> FaceCounts:
+    """Counts degenerate and duplicate faces.
+
+    Args:
+      vertices: float [V, 3]; triangles: int [T, 3] with indices in [0, V).
+
+    Returns:
+      The `FaceCounts`.
+    """
+    corners = vertices[triangles]
+    normals = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+    repeated = (
+        (triangles[:, 0] == triangles[:, 1])
+        | (triangles[:, 1] == triangles[:, 2])
+        | (triangles[:, 0] == triangles[:, 2])
+    )
+    zero_area = ~np.any(normals != 0, axis=1)
+    distinct = np.unique(np.sort(triangles, axis=1), axis=0).shape[0]
+    return FaceCounts(degenerate=int(np.sum(repeated | zero_area)),
+                      duplicate=int(triangles.shape[0] - distinct))
+
+
+def validate_mesh(
+    vertices: np.ndarray,
+    triangles: np.ndarray,
+    labels: np.ndarray,
+    num_classes: int | None = None,
+) -> FaceCounts:
+    """Validates one labelled mesh (see the module docstring for the rules).
+
+    Args:
+      vertices: float [V, 3] positions.
+      triangles: integer [T, 3] vertex indices.
+      labels: integer [V] class labels.
+      num_classes: labels must be < num_classes; None checks only >= 0.
+
+    Returns:
+      The mesh's `FaceCounts`.
+
+    Raises:
+      InvalidMeshError: for the first broken rule, e.g. "4 labels for 5
+        vertices", "face vertex indices span [0, 9], outside [0, 5)",
+        "vertex coordinates contain NaN or infinity", "labels span [0, 8],
+        outside [0, 8) (num_classes=8)", "empty mesh (0 vertices, 0 triangles)".
+    """
+    vertices, triangles, labels = (np.asarray(a) for a in (vertices, triangles, labels))
+    num_vertices = vertices.shape[0] if vertices.ndim else 0
+    num_triangles = triangles.shape[0] if triangles.ndim else 0
+    if num_vertices == 0 or num_triangles == 0:
+        raise InvalidMeshError(
+            f"empty mesh ({num_vertices} vertices, {num_triangles} triangles)")
+    if vertices.ndim != 2 or vertices.shape[1] != 3:
+        raise InvalidMeshError(f"vertices must have shape [V, 3], got {vertices.shape}")
+    if triangles.ndim != 2 or triangles.shape[1] != 3:
+        raise InvalidMeshError(f"faces must be triangles, got shape {triangles.shape}")
+    if not np.isfinite(vertices).all():
+        raise InvalidMeshError("vertex coordinates contain NaN or infinity")
+    if triangles.min() < 0 or triangles.max() >= num_vertices:
+        raise InvalidMeshError(
+            f"face vertex indices span [{triangles.min()}, {triangles.max()}], "
+            f"outside [0, {num_vertices})")
+    if labels.ndim != 1 or labels.shape[0] != num_vertices:
+        raise InvalidMeshError(f"{labels.size} labels for {num_vertices} vertices")
+    upper = num_classes if num_classes is not None else np.iinfo(np.int32).max
+    if labels.min() < 0 or labels.max() >= upper:
+        bound = f"[0, {num_classes}) (num_classes={num_classes})" if num_classes else "[0, inf)"
+        raise InvalidMeshError(f"labels span [{labels.min()}, {labels.max()}], outside {bound}")
+    return count_suspicious_faces(vertices, triangles)

@@ -1,0 +1,44 @@
+"""tf.distribute strategies by name, and which worker writes outputs."""
+
+import json
+import os
+
+import tensorflow as tf
+
+from meshseg.errors import ConfigError
+
+STRATEGIES = ("default", "mirrored", "multi_worker")
+
+
+def make_strategy(name: str) -> tf.distribute.Strategy:
+    """The strategy called `name`.
+
+    - default: one device, no replication.
+    - mirrored: `MirroredStrategy` over all local GPUs (one replica on a CPU-only host).
+    - multi_worker: `MultiWorkerMirroredStrategy` over the cluster in the `TF_CONFIG`
+      environment variable. It must be created before any other TensorFlow op runs, so
+      `meshseg.app.run` creates the strategy first.
+
+    Raises:
+      ConfigError: for an unknown name, or multi_worker without TF_CONFIG.
+    """
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    if name == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ConfigError("strategy=multi_worker needs the TF_CONFIG environment variable "
+                              "(cluster and task); see docs/scaling.md")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    raise ConfigError(f"strategy={name}: choose one of {', '.join(STRATEGIES)}")
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """True on the worker that writes summaries, checkpoints and the model: the only process
+    of a single-worker strategy, or task 0 of type "worker"/"chief" in TF_CONFIG."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return True
+    task = json.loads(os.environ["TF_CONFIG"]).get("task", {})
+    return task.get("type") == "chief" or (task.get("type") == "worker" and task.get("index") == 0)
+
