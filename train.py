@@ -18,6 +18,7 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 import meshseg.config  # noqa: E402,F401  (registers the config schema)
+from meshseg.distribute import configure_runtime  # noqa: E402
 from meshseg.errors import Interrupted, MeshsegError  # noqa: E402
 
 log = logging.getLogger("train")
@@ -25,11 +26,13 @@ log = logging.getLogger("train")
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float:
-    from meshseg.app import run
-
     run_dir = HydraConfig.get().runtime.output_dir
     try:
-        summary = run(cfg, run_dir)
+        # Threads and the distribution strategy are set before any TensorFlow op runs.
+        strategy = configure_runtime(cfg.threads, cfg.strategy.name)
+        from meshseg.app import run
+
+        summary = run(cfg, run_dir, strategy)
     except MeshsegError as error:
         log.error("%s", error)
         if isinstance(error, Interrupted):

@@ -7,7 +7,7 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Dict
+from typing import Dict, Optional
 
 import keras
 import tensorflow as tf
@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from meshseg.autotune import choose_impl
 from meshseg.checkpoints import latest_step
 from meshseg.data.sources import build_datasets
-from meshseg.distribute import is_chief, make_strategy
+from meshseg.distribute import configure_runtime, is_chief
 from meshseg.errors import ConfigError, DataError
 from meshseg.evaluate import evaluate, make_predict_step
 from meshseg.loops.custom import train_custom
@@ -89,11 +89,16 @@ def build_model_and_optimizer(cfg: DictConfig, impl: str, model_kwargs: Dict):
                                       epsilon=cfg.optimizer.epsilon)
     if cfg.precision == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    optimizer.build(model.trainable_variables)
     return model, optimizer
 
 
-def run(cfg: DictConfig, run_dir: str) -> Dict:
+def run(cfg: DictConfig, run_dir: str, strategy: Optional[tf.distribute.Strategy] = None) -> Dict:
     """Trains and evaluates as configured.
+
+    `strategy` is the one `meshseg.distribute.configure_runtime` made before TensorFlow's
+    runtime started (train.py does this); None: made here, which works for every strategy
+    but multi_worker.
 
     Writes event files, checkpoints, `summary.json` and `model.keras` under `run_dir`, or
     under `cfg.resume` when set. A run directory that already holds this run (same
@@ -110,9 +115,8 @@ def run(cfg: DictConfig, run_dir: str) -> Dict:
     validate(cfg)
     if cfg.resume is not None:
         run_dir = to_absolute_path(cfg.resume)
-    if cfg.threads:
-        tf.config.threading.set_intra_op_parallelism_threads(cfg.threads)
-    strategy = make_strategy(cfg.strategy.name)  # before any other TensorFlow op
+    if strategy is None:
+        strategy = configure_runtime(cfg.threads, cfg.strategy.name)
     keras.utils.set_random_seed(cfg.seed)
     if cfg.deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -162,7 +166,8 @@ def run(cfg: DictConfig, run_dir: str) -> Dict:
                      checkpoints_kept=cfg.checkpoint.keep)
     try:
         if cfg.loop.name == "custom":
-            train_custom(model, optimizer, train_data, strategy=strategy, **loop_args)
+            distributed = strategy if cfg.strategy.name != "default" else None
+            train_custom(model, optimizer, train_data, strategy=distributed, **loop_args)
         else:
             train_keras(model, optimizer, train_data, **loop_args)
     finally:

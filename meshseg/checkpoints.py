@@ -30,7 +30,8 @@ class TrainingCheckpoint:
 
     def __init__(self, run_dir: str, model: keras.Model, optimizer: keras.optimizers.Optimizer,
                  iterator: Optional[tf.data.Iterator] = None, max_to_keep: int = 3):
-        optimizer.build(model.trainable_variables)
+        if not optimizer.built:
+            optimizer.build(model.trainable_variables)
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         state = {"model": model, "optimizer": optimizer, "step": self.step}
         if iterator is not None:

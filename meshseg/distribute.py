@@ -10,14 +10,25 @@ from meshseg.errors import ConfigError
 STRATEGIES = ("default", "mirrored", "multi_worker")
 
 
+def configure_runtime(threads: int, strategy_name: str) -> tf.distribute.Strategy:
+    """Sets TensorFlow's intra-op threads (0: its default) and creates the strategy.
+
+    Both must happen before TensorFlow initialises its runtime, i.e. before the first op:
+    call this before importing modules that run ops at import (tensorflow-graphics does).
+    """
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+    return make_strategy(strategy_name)
+
+
 def make_strategy(name: str) -> tf.distribute.Strategy:
     """The strategy called `name`.
 
     - default: one device, no replication.
     - mirrored: `MirroredStrategy` over all local GPUs (one replica on a CPU-only host).
     - multi_worker: `MultiWorkerMirroredStrategy` over the cluster in the `TF_CONFIG`
-      environment variable. It must be created before any other TensorFlow op runs, so
-      `meshseg.app.run` creates the strategy first.
+      environment variable. It must be created before any other TensorFlow op runs (see
+      `configure_runtime`).
 
     Raises:
       ConfigError: for an unknown name, or multi_worker without TF_CONFIG.

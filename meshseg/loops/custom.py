@@ -33,7 +33,7 @@ class TrainStep:
       model: the network, built in `strategy.scope()`; its trainable variables are updated.
       optimizer: a Keras optimizer.
       jit: compile the whole step (forward, backward, update) with XLA.
-      strategy: a `tf.distribute.Strategy`; default: the current one.
+      strategy: a `tf.distribute.Strategy`; None: no distribution (the default strategy).
 
     Call: `(features, labels) -> (loss, accuracy, finite, num_vertices)` for the global
     batch: float32 scalars, a bool scalar and the number of real vertices. `traces` counts
@@ -45,6 +45,9 @@ class TrainStep:
         self.model = model
         self.optimizer = optimizer
         self.strategy = strategy or tf.distribute.get_strategy()
+        # Replicated updates synchronise (merge) across replicas, which cannot happen
+        # inside a tf.cond: only an undistributed step skips a non-finite update.
+        self.guarded = strategy is None
         self.traces = 0
         self._step = tf.function(self._train_step, jit_compile=jit, reduce_retracing=not jit)
 
@@ -67,9 +70,9 @@ class TrainStep:
         finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in checked])
         if not self.optimizer.built:  # its variables must exist outside the tf.cond below
             self.optimizer.build(variables)
-        if self.strategy.num_replicas_in_sync == 1:
+        if self.guarded:
             tf.cond(finite, lambda: self._apply(gradients, variables), lambda: tf.constant(False))
-        else:  # replicas merge their updates, which cannot happen inside a tf.cond
+        else:
             self._apply(gradients, variables)
         hits = tf.cast(tf.argmax(logits, -1, output_type=tf.int32) == labels, tf.float32)
         return loss, tf.reduce_sum(hits * valid) / num_vertices, 1.0 - tf.cast(finite, tf.float32), num_vertices
@@ -101,19 +104,22 @@ def train_custom(model: keras.Model, optimizer: keras.optimizers.Optimizer, data
     step, input position) every `checkpoint_every` steps, at the end, and on SIGINT/SIGTERM.
     Under a distribution `strategy` the dataset's global batches are split over the
     replicas (and sharded over workers); `model` and `optimizer` must have been built in
-    its scope.
+    its scope. `strategy=None` trains without distribution.
 
     Raises:
       NonFiniteError: at the first step with a non-finite loss or gradient (its update is
         not applied and no checkpoint is written after it).
       Interrupted: after SIGINT/SIGTERM, once the checkpoint is saved.
     """
-    strategy = strategy or tf.distribute.get_strategy()
+    train_step = TrainStep(model, optimizer, jit, strategy)
+    strategy = train_step.strategy
     batches = iter(strategy.experimental_distribute_dataset(dataset))
-    checkpoint = TrainingCheckpoint(run_dir, model, optimizer, batches, checkpoints_kept)
+    # A distributed iterator cannot be checkpointed: under a strategy with replicas a
+    # resumed run restarts the (seeded) input stream.
+    trackable = batches if isinstance(batches, tf.data.Iterator) else None
+    checkpoint = TrainingCheckpoint(run_dir, model, optimizer, trackable, checkpoints_kept)
     start_step = checkpoint.restore_latest()
     logger.resume_at(start_step)
-    train_step = TrainStep(model, optimizer, jit, strategy)
     with StopSignals() as signals:
         for step in range(start_step + 1, steps + 1):
             features, labels = next(batches)
