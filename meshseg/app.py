@@ -123,6 +123,7 @@ def run(cfg: DictConfig, run_dir: str, strategy: Optional[tf.distribute.Strategy
     train_data, test_data, data_info = load_data(cfg)
     if cfg.strategy.name != "default":
         train_data = shard_by_data(train_data)
+    done = 0
     if claim_run_dir(run_dir, cfg):
         done = latest_step(run_dir)
         log.info("continuing the run in %s from step %d", run_dir, done)
@@ -160,7 +161,7 @@ def run(cfg: DictConfig, run_dir: str, strategy: Optional[tf.distribute.Strategy
     # Only the chief writes summaries and checkpoints; other workers write theirs (needed
     # by the collective ops) to a scratch directory that is removed afterwards.
     output_dir = run_dir if is_chief(strategy) else tempfile.mkdtemp(prefix="meshseg-worker-")
-    logger = RunLogger(output_dir, cfg.steps, hparams)
+    logger = RunLogger(output_dir, cfg.steps, hparams, initial_step=done if output_dir == run_dir else 0)
     loop_args = dict(steps=cfg.steps, eval_every=cfg.eval_every, jit=cfg.jit, logger=logger,
                      run_eval=run_eval, run_dir=output_dir, checkpoint_every=cfg.checkpoint.every,
                      checkpoints_kept=cfg.checkpoint.keep)

@@ -27,7 +27,7 @@ import numpy as np
 import tensorflow as tf
 from matplotlib.figure import Figure
 from mpl_toolkits.mplot3d.art3d import Poly3DCollection
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
 
 from meshseg.predict import label_colors
 

@@ -3,14 +3,43 @@
 import json
 import os
 import resource
+import socket
 import statistics
 import sys
+import time
 from typing import Dict, List, Optional
 
 import tensorflow as tf
+from tensorboard.compat.proto import event_pb2
+from tensorboard.summary.writer.record_writer import RecordWriter
 from tqdm.auto import tqdm
 
 from meshseg.hparams import log_hparams
+
+
+def write_session_start(log_dir: str, step: int) -> str:
+    """Writes an event file holding a SessionLog START at `step` into `log_dir`.
+
+    Every (re)start of a run writes one. At the second and later STARTs TensorBoard drops
+    the events with step >= `step` read before it: the steps an interrupted run logged
+    after its last checkpoint, which the resumed run logs again. The file is named to sort
+    after existing event files and before the next `tf.summary` writer's (same time
+    prefix, then "0" sorts before any process id).
+
+    Returns:
+      the path written.
+    """
+    os.makedirs(log_dir, exist_ok=True)
+    path = os.path.join(log_dir, f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
+                                 f".0-session-start-at-{step}")
+    events = [event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"),
+              event_pb2.Event(wall_time=time.time(), step=step,
+                              session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START))]
+    with open(path, "wb") as f:
+        writer = RecordWriter(f)
+        for event in events:
+            writer.write(event.SerializeToString())
+    return path
 
 
 class RunLogger:
@@ -26,22 +55,29 @@ class RunLogger:
       run_dir: directory of this run (Hydra's output directory).
       total_steps: number of training steps, for the progress bar's ETA.
       hparams: flat dict of the run's settings, stored in `summary.json`.
+      initial_step: the step a resumed run restarts from (its latest checkpoint). Events
+        an interrupted run logged after it are superseded (see `write_session_start`),
+        so curves show every step once.
     """
 
-    def __init__(self, run_dir: str, total_steps: int, hparams: Dict):
+    def __init__(self, run_dir: str, total_steps: int, hparams: Dict, initial_step: int = 0):
         self.run_dir = run_dir
         self.hparams = hparams
+        for split in ("train", "eval"):
+            write_session_start(os.path.join(run_dir, split), initial_step + 1)
         self.train_writer = tf.summary.create_file_writer(os.path.join(run_dir, "train"))
         self.eval_writer = tf.summary.create_file_writer(os.path.join(run_dir, "eval"))
         self.step_times_ms: List[float] = []
         self.compile_times_s: List[float] = []
         self.last_eval: Dict[str, float] = {}
-        self.progress = tqdm(total=total_steps, desc="train", unit="step", dynamic_ncols=True)
+        self.progress = tqdm(total=total_steps, initial=initial_step, desc="train", unit="step",
+                             dynamic_ncols=True)
 
-    def resume_at(self, step: int) -> None:
-        """Starts the progress bar (and its ETA) at `step`, for a resumed run."""
-        self.progress.initial = self.progress.n = step
-        self.progress.refresh()
+    def flush(self) -> None:
+        """Writes pending events to disk (before a checkpoint, so a killed run resumed from
+        it misses no step in its curves)."""
+        self.train_writer.flush()
+        self.eval_writer.flush()
 
     def log_step(self, step: int, loss: float, accuracy: float, seconds: float,
                  num_vertices: int, compiled: bool) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from hydra import compose, initialize_config_dir
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
 
 from app_config import CONFIG_DIR, tiny_config
 from meshseg.app import run

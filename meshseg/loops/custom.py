@@ -119,7 +119,6 @@ def train_custom(model: keras.Model, optimizer: keras.optimizers.Optimizer, data
     trackable = batches if isinstance(batches, tf.data.Iterator) else None
     checkpoint = TrainingCheckpoint(run_dir, model, optimizer, trackable, checkpoints_kept)
     start_step = checkpoint.restore_latest()
-    logger.resume_at(start_step)
     with StopSignals() as signals:
         for step in range(start_step + 1, steps + 1):
             features, labels = next(batches)
@@ -138,6 +137,7 @@ def train_custom(model: keras.Model, optimizer: keras.optimizers.Optimizer, data
             if step % eval_every == 0 or step == steps:
                 logger.log_eval(step, run_eval())
             if step % checkpoint_every == 0 or step == steps or signals.received:
+                logger.flush()
                 checkpoint.save(step)
             if signals.received:
                 raise Interrupted(f"stopped by signal {signals.received} after step {step}; "

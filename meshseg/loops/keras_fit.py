@@ -76,6 +76,7 @@ class StepLogger(keras.callbacks.Callback):
         if self.step % self.eval_every == 0 or self.step == self.steps:
             self.logger.log_eval(self.step, self.run_eval())
         if self.step % self.checkpoint_every == 0 or self.step == self.steps or self.signals.received:
+            self.logger.flush()
             self.checkpoint.save(self.step)
         if self.signals.received:
             raise Interrupted(f"stopped by signal {self.signals.received} after step {self.step}; "
@@ -102,7 +103,6 @@ def train_keras(model: keras.Model, optimizer: keras.optimizers.Optimizer,
                            LastBatch(count_vertices, "step_vertices")])
     checkpoint = TrainingCheckpoint(run_dir, model, optimizer, max_to_keep=checkpoints_kept)
     start_step = checkpoint.restore_latest()
-    logger.resume_at(start_step)
     with StopSignals() as signals:
         callback = StepLogger(logger, run_eval, steps, eval_every, checkpoint, checkpoint_every,
                               start_step, signals)
