@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from meshseg.autotune import choose_impl
 from meshseg.checkpoints import latest_step
 from meshseg.data.sources import build_datasets
-from meshseg.distribute import configure_runtime, is_chief
+from meshseg.distribute import barrier, configure_runtime, is_chief
 from meshseg.errors import ConfigError, DataError
 from meshseg.evaluate import evaluate, make_predict_step
 from meshseg.loops.custom import train_custom
@@ -176,6 +176,7 @@ def run(cfg: DictConfig, run_dir: str, strategy: Optional[tf.distribute.Strategy
         if output_dir != run_dir:
             shutil.rmtree(output_dir, ignore_errors=True)
     model.save(os.path.join(run_dir, "model.keras"), include_optimizer=False)
+    barrier(strategy)
     log.info("run directory: %s", run_dir)
     log.info("median step time %.1f ms, compile time %.1f s, wall time %.0f s",
              summary["median_step_time_ms"] or float("nan"), summary["compile_time_s"],

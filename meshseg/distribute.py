@@ -53,3 +53,9 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     task = json.loads(os.environ["TF_CONFIG"]).get("task", {})
     return task.get("type") == "chief" or (task.get("type") == "worker" and task.get("index") == 0)
 
+
+
+def barrier(strategy: tf.distribute.Strategy) -> None:
+    """Waits until every worker gets here (an all-reduce), so no worker exits while another
+    still runs: the cluster's coordination service reports an exited worker as crashed."""
+    strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
