@@ -6,6 +6,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from meshseg.data.pipeline import without_mesh_ids
 from meshseg.metrics import ConfusionMatrix, majority_baseline
 
 
@@ -28,7 +29,8 @@ def label_histogram(dataset: tf.data.Dataset, num_classes: int) -> np.ndarray:
 
 def make_predict_step(model: keras.Model, jit: bool):
     """A `tf.function` (XLA-compiled when `jit`) mapping features to logits [B, V, K]."""
-    return tf.function(lambda features: model(features, training=False), jit_compile=jit)
+    step = tf.function(lambda features: model(features, training=False), jit_compile=jit)
+    return lambda features: step(without_mesh_ids(features))
 
 
 def evaluate(predict_step, dataset: tf.data.Dataset, num_classes: int,

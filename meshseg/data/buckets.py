@@ -90,7 +90,7 @@ def _padded_shapes(shape):
     return (
         {"vertices": [num_vertices, 3], "num_vertices": [], "edges": [num_edges, 2],
          "edge_weights": [num_edges], "num_edges": [], "neighbors": [num_vertices, width],
-         "neighbor_weights": [num_vertices, width]},
+         "neighbor_weights": [num_vertices, width], "mesh_id": []},
         [num_vertices],
     )
 

@@ -19,6 +19,8 @@ num_vertices and E = the largest num_edges in the batch (or the bucket shape):
   (row i lists the neighbours of vertex i, K = the largest degree in the batch),
   unused slots hold i itself (0 in padded rows).
 - features['neighbor_weights']: float32 [B, V, K], the edge weights, 0 in unused slots.
+- features['mesh_id']: string [B], "<shard>, record <i>" of each mesh (for messages;
+  `without_mesh_ids` drops it before XLA-compiled steps, which take no strings).
 - labels: int32 [B, V] per-vertex class labels >= 0, padded with -1.
 
 Records that store their adjacency (converter `--adjacency edges|table`) are
@@ -51,6 +53,7 @@ PADDING_VALUES = (
         "num_edges": tf.constant(0, tf.int32),
         "neighbors": tf.constant(0, tf.int32),
         "neighbor_weights": tf.constant(0.0, tf.float32),
+        "mesh_id": tf.constant("", tf.string),
     },
     tf.constant(LABEL_PADDING, tf.int32),
 )
@@ -134,6 +137,7 @@ def _with_adjacency(mesh: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
         "num_edges": tf.shape(edges, out_type=tf.int32)[0],
         "neighbors": neighbors,
         "neighbor_weights": neighbor_weights,
+        "mesh_id": mesh["mesh_id"],
     }
 
 
@@ -183,9 +187,15 @@ def read_meshes(files: list[str], training: bool = False, seed: int | None = Non
 def _parse(serialized: tf.Tensor, source: tf.Tensor, adjacency: str) -> dict[str, tf.Tensor]:
     """`parse_mesh_record` plus the stored adjacency of level `adjacency`."""
     mesh = parse_mesh_record(serialized, source)
+    mesh["mesh_id"] = source
     if adjacency != "none":
         mesh |= parse_adjacency(serialized, adjacency)
     return mesh
+
+
+def without_mesh_ids(features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
+    """`features` without the string "mesh_id" (XLA-compiled functions take no strings)."""
+    return {key: value for key, value in features.items() if key != "mesh_id"}
 
 
 def make_dataset(

@@ -7,6 +7,7 @@ import keras
 import tensorflow as tf
 
 from meshseg.checkpoints import StopSignals, TrainingCheckpoint
+from meshseg.data.pipeline import without_mesh_ids
 from meshseg.errors import Interrupted, NonFiniteError
 from meshseg.metrics import PADDING_LABEL, masked_cross_entropy
 from meshseg.summaries import RunLogger
@@ -90,7 +91,7 @@ class TrainStep:
         return loss, accuracy, bad == 0, num_vertices
 
     def __call__(self, features, labels):
-        return self._step(features, labels)
+        return self._step(without_mesh_ids(features), labels)
 
 
 def train_custom(model: keras.Model, optimizer: keras.optimizers.Optimizer, dataset: tf.data.Dataset,

@@ -9,6 +9,7 @@ import keras
 import tensorflow as tf
 
 from meshseg.checkpoints import StopSignals, TrainingCheckpoint
+from meshseg.data.pipeline import without_mesh_ids
 from meshseg.errors import Interrupted, NonFiniteError
 from meshseg.loops.custom import batch_accuracy
 from meshseg.metrics import PADDING_LABEL, MaskedCrossEntropy, masked_cross_entropy
@@ -106,5 +107,6 @@ def train_keras(model: keras.Model, optimizer: keras.optimizers.Optimizer,
     with StopSignals() as signals:
         callback = StepLogger(logger, run_eval, steps, eval_every, checkpoint, checkpoint_every,
                               start_step, signals)
-        model.fit(dataset, steps_per_epoch=steps - start_step, epochs=1, verbose=0,
+        features_only = dataset.map(lambda features, labels: (without_mesh_ids(features), labels))
+        model.fit(features_only, steps_per_epoch=steps - start_step, epochs=1, verbose=0,
                   shuffle=False, callbacks=[callback])
