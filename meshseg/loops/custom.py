@@ -108,8 +108,8 @@ def train_custom(model: keras.Model, optimizer: keras.optimizers.Optimizer, data
     its scope. `strategy=None` trains without distribution.
 
     Raises:
-      NonFiniteError: at the first step with a non-finite loss or gradient (its update is
-        not applied and no checkpoint is written after it).
+      NonFiniteError: at the first step with a non-finite loss or gradient (without
+        replication its update is not applied; no checkpoint is written after it).
       Interrupted: after SIGINT/SIGTERM, once the checkpoint is saved.
     """
     train_step = TrainStep(model, optimizer, jit, strategy)
@@ -129,9 +129,10 @@ def train_custom(model: keras.Model, optimizer: keras.optimizers.Optimizer, data
             loss = float(loss)  # waits for the step to finish
             seconds = time.perf_counter() - start
             if not bool(finite):
+                applied = "was applied (replicated)" if not train_step.guarded else "was not applied"
                 raise NonFiniteError(
-                    f"step {step}: non-finite loss ({loss}) or gradient; the update was not "
-                    f"applied. Batch: {describe_batch(strategy, features)}. Last good checkpoint: "
+                    f"step {step}: non-finite loss ({loss}) or gradient; the update {applied}. "
+                    f"Batch: {describe_batch(strategy, features)}. Last good checkpoint: "
                     f"{checkpoint.manager.latest_checkpoint or 'none'}")
             logger.log_step(step, loss, float(accuracy), seconds, int(num_vertices),
                             compiled=train_step.traces > traces)
