@@ -5,16 +5,23 @@ Examples:
   python train.py impl=sparse_matmul jit=true
   python train.py -m impl=gather_sum,sparse_matmul jit=false,true
   python train.py resume=outputs/<run dir>          # continue from its latest checkpoint
+
+In a sweep (-m) every job runs `python train.py <its overrides>` as a child process in
+the job's directory, so no memory, TensorFlow state or peak-RSS figure carries over from
+one job to the next.
 """
 
+import json
 import logging
 import os
+import subprocess
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 import meshseg.config  # noqa: E402,F401  (registers the config schema)
@@ -22,11 +29,30 @@ from meshseg.distribute import configure_runtime  # noqa: E402
 from meshseg.errors import Interrupted, MeshsegError  # noqa: E402
 
 log = logging.getLogger("train")
+SWEEP_CHILD = "MESHSEG_SWEEP_CHILD"
+
+
+def run_job_in_child_process(run_dir: str) -> float:
+    """Runs this sweep job as `python train.py <job overrides> hydra.run.dir=<run_dir>`.
+
+    Raises:
+      RuntimeError: if the child fails; its log is `<run_dir>/train.log`.
+    """
+    overrides = list(HydraConfig.get().overrides.task)
+    command = [sys.executable, os.path.abspath(__file__), *overrides, f"hydra.run.dir={run_dir}"]
+    result = subprocess.run(command, env={**os.environ, SWEEP_CHILD: "1"})
+    if result.returncode != 0:
+        raise RuntimeError(f"job {' '.join(overrides)} failed (exit {result.returncode}); "
+                           f"see {os.path.join(run_dir, 'train.log')}")
+    with open(os.path.join(run_dir, "summary.json")) as f:
+        return json.load(f)["eval_accuracy"]
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
 def main(cfg: DictConfig) -> float:
     run_dir = HydraConfig.get().runtime.output_dir
+    if HydraConfig.get().mode == RunMode.MULTIRUN and SWEEP_CHILD not in os.environ:
+        return run_job_in_child_process(run_dir)
     try:
         # Threads and the distribution strategy are set before any TensorFlow op runs.
         strategy = configure_runtime(cfg.threads, cfg.strategy.name)

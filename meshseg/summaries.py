@@ -111,6 +111,7 @@ class RunLogger:
             **self.hparams,
             "steps": self.progress.n,
             "wall_time_s": round(wall_time_s, 2),
+            "pid": os.getpid(),
             "median_step_time_ms": statistics.median(times) if times else None,
             "min_step_time_ms": min(times) if times else None,
             "max_step_time_ms": max(times) if times else None,

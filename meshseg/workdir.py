@@ -2,8 +2,10 @@
 run (then it resumes); another run's outputs are never mixed with or overwritten."""
 
 import os
+import sys
 from typing import List
 
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from meshseg.errors import RunDirError
@@ -31,15 +33,12 @@ def _flatten(tree, prefix=""):
     return out
 
 
-def claim_run_dir(run_dir: str, cfg: DictConfig) -> bool:
-    """Makes `run_dir` this run's directory; returns True if it continues an earlier run.
-
-    A directory without our outputs is claimed: `run_config.yaml` records `cfg`. A directory
-    whose `run_config.yaml` matches `cfg` (up to RESUMABLE_CHANGES) is resumed.
+def check_run_dir(run_dir: str, cfg: DictConfig) -> bool:
+    """Whether `run_dir` holds an earlier run of `cfg` (True) or none (False); writes nothing.
 
     Raises:
       RunDirError: if `run_dir` holds outputs but no `run_config.yaml` (not a meshseg run),
-        or a run with different settings; nothing is written then.
+        or a run with different settings (up to RESUMABLE_CHANGES).
     """
     saved = os.path.join(run_dir, RUN_CONFIG)
     if os.path.exists(saved):
@@ -53,6 +52,35 @@ def claim_run_dir(run_dir: str, cfg: DictConfig) -> bool:
     if existing:
         raise RunDirError(f"{run_dir} already holds outputs ({', '.join(existing)}) of a run "
                           "that is not resumable; choose a new directory (hydra.run.dir=...)")
-    os.makedirs(run_dir, exist_ok=True)
-    OmegaConf.save(cfg, saved, resolve=True)
     return False
+
+
+def claim_run_dir(run_dir: str, cfg: DictConfig) -> bool:
+    """Makes `run_dir` this run's directory; returns True if it continues an earlier run.
+
+    A directory without our outputs is claimed: `run_config.yaml` records `cfg`. A directory
+    whose `run_config.yaml` matches `cfg` is resumed.
+
+    Raises:
+      RunDirError: see `check_run_dir`; nothing is written then.
+    """
+    if check_run_dir(run_dir, cfg):
+        return True
+    os.makedirs(run_dir, exist_ok=True)
+    OmegaConf.save(cfg, os.path.join(run_dir, RUN_CONFIG), resolve=True)
+    return False
+
+
+class RunDirCheck(Callback):
+    """Hydra callback: checks the run directory before Hydra writes `.hydra/` and its log
+    into it, so a refused directory keeps the other run's files exactly as they were."""
+
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        task = OmegaConf.masked_copy(config, [key for key in config if key != "hydra"])
+        if task.get("resume") is not None:
+            return  # a resumed run writes to `resume`, not to the new hydra.run.dir
+        try:
+            check_run_dir(config.hydra.run.dir, task)
+        except RunDirError as error:
+            print(f"error: {error}", file=sys.stderr)
+            sys.exit(error.exit_code)

@@ -144,3 +144,5 @@ def test_multirun_writes_one_logdir_per_job(tiny_dataset, tmp_path):
     assert [p.name for p in job_dirs] == ["0_gather_matmul_custom_jit-False", "1_gather_matmul_keras_jit-False"]
     for job_dir in job_dirs:
         assert {"loss", "accuracy", "step_time_ms"} <= set(scalars(job_dir, "train"))
+    pids = {json.loads((job_dir / "summary.json").read_text())["pid"] for job_dir in job_dirs}
+    assert len(pids) == 2  # each job trained in its own process

@@ -1,4 +1,4 @@
-"""Sweep launchers compose: local parallel (joblib, separate processes) and SLURM (submitit)."""
+"""Sweep launchers compose: sequential (default), local parallel (joblib) and SLURM (submitit)."""
 
 import pytest
 from hydra import compose, initialize_config_dir
@@ -12,14 +12,15 @@ def hydra_config(*overrides):
         return compose(config_name="train", overrides=list(overrides), return_hydra_config=True).hydra
 
 
-def test_sweeps_run_each_job_in_its_own_process_by_default():
-    launcher = hydra_config().launcher
+def test_sweeps_run_jobs_one_after_another_by_default():
+    assert hydra_config().launcher._target_ == "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
+
+
+def test_local_launcher_runs_capped_parallel_jobs():
+    launcher = hydra_config("hydra/launcher=local").launcher
     assert launcher._target_ == "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
-    assert launcher.backend == "loky" and launcher.n_jobs == 1
-
-
-def test_local_launcher_job_count_is_capped_by_the_override():
-    assert hydra_config("hydra.launcher.n_jobs=2").launcher.n_jobs == 2
+    assert launcher.backend == "loky" and launcher.n_jobs == 2
+    assert hydra_config("hydra/launcher=local", "hydra.launcher.n_jobs=1").launcher.n_jobs == 1
 
 
 def test_slurm_launcher_sets_gpus_time_limit_and_array_parallelism():
@@ -31,4 +32,4 @@ def test_slurm_launcher_sets_gpus_time_limit_and_array_parallelism():
 
 def test_an_unknown_launcher_option_is_refused():
     with pytest.raises(Exception, match="no_such_option"):
-        hydra_config("hydra.launcher.no_such_option=1")
+        hydra_config("hydra/launcher=local", "hydra.launcher.no_such_option=1")

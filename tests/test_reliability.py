@@ -149,3 +149,13 @@ def test_train_py_reports_a_config_error_in_one_line_without_traceback(tiny_data
     assert "data has label 5 but num_classes=3" in result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
     assert not (tmp_path / "train").exists()
+
+
+@pytest.mark.slow
+def test_train_py_refuses_another_runs_directory_before_hydra_writes_into_it(tiny_dataset, tmp_path):
+    assert train(tiny_dataset, tmp_path, "steps=2").returncode == 0
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    result = train(tiny_dataset, tmp_path, "steps=2", "impl=gather_sum")
+    assert result.returncode == 2
+    assert "holds a run with different settings (impl.name)" in result.stderr
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before

@@ -13,6 +13,7 @@ be resynchronised, so skipping there drops the rest of that shard (counted once)
 """
 
 import logging
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -179,7 +180,7 @@ def check_shard(path: str, adjacency: str = "none", skip_bad_records: bool = Fal
             return index, bad
         except tf.errors.DataLossError as error:
             message = (f"{path}, record {index}: truncated or corrupt shard "
-                       f"({error.message.splitlines()[0]}); the rest of the shard is unreadable")
+                       f"({_data_loss_reason(error)}); the rest of the shard is unreadable")
             if not skip_bad_records:
                 raise BadRecordError(message) from None
             bad_records.add(message)
@@ -193,3 +194,10 @@ def check_shard(path: str, adjacency: str = "none", skip_bad_records: bool = Fal
             bad_records.add(message)
             bad.append(index)
         index += 1
+
+
+def _data_loss_reason(error: tf.errors.DataLossError) -> str:
+    """The reader's own words ("truncated record at 3791912") without TensorFlow's op and
+    device names; the first line of the message if it has none."""
+    found = re.search(r"(truncated|corrupted) record at \d+", error.message)
+    return found.group(0) if found else error.message.splitlines()[0]

@@ -144,7 +144,7 @@ def build_datasets(data_cfg, seed: int, jit: bool):
         info["bad_records"][split] = bad_records.count
         info["sizes_from"].add(origin)
         if bad_records.count:
-            log.warning("%s split: skipped %d bad records", split, bad_records.count)
+            log.warning("%s split: skipped %d bad record(s)", split, bad_records.count)
     info["sizes_from"] = "+".join(sorted(info["sizes_from"]))
     all_sizes = np.concatenate([sizes["train"], sizes["test"]])
     info["extent"] = tuple(int(n) for n in all_sizes.max(axis=0))
