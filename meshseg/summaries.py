@@ -7,7 +7,7 @@ import socket
 import statistics
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import tensorflow as tf
 from tensorboard.compat.proto import event_pb2

@@ -2,7 +2,6 @@
 
 import json
 
-import pytest
 
 from app_config import tiny_config
 from meshseg import autotune

@@ -4,9 +4,7 @@ import json
 import os
 import socket
 import subprocess
-import sys
 
-import keras
 import numpy as np
 import pytest
 

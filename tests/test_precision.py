@@ -8,7 +8,7 @@ import tensorflow as tf
 from app_config import tiny_config
 from meshseg.app import run
 from meshseg.layers import FeatureSteeredConvolution
-from meshseg.ops import IMPLEMENTATIONS, NEIGHBOR_TABLE_IMPLS, NeighborTable
+from meshseg.ops import IMPLEMENTATIONS, NEIGHBOR_TABLE_IMPLS
 from meshseg.ops.neighbor_table import table_from_edges
 from test_app import scalars
 

@@ -1,6 +1,5 @@
 """Reliability: kill and resume, signals, NaN guard, determinism, run directories, config errors."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -12,7 +11,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from hydra.errors import ConfigCompositionException
-from omegaconf import OmegaConf
 
 from app_config import tiny_config
 from meshseg.app import run

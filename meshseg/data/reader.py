@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2
 
-from meshseg.data.records import ADJACENCY_FEATURES, FEATURE_SPEC
+from meshseg.data.records import ADJACENCY_FEATURES
 
 log = logging.getLogger(__name__)
 
