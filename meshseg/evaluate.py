@@ -10,23 +10,6 @@ from meshseg.data.pipeline import without_mesh_ids
 from meshseg.metrics import ConfusionMatrix, majority_baseline
 
 
-def label_histogram(dataset: tf.data.Dataset, num_classes: int) -> np.ndarray:
-    """int64 [K] vertex count per class over a (features, labels) dataset; padding ignored.
-
-    Raises:
-      ValueError: if a label is >= num_classes (the config's num_classes is too small).
-    """
-    counts = np.zeros(num_classes + 1, np.int64)
-    for _, labels in dataset:
-        labels = labels.numpy().ravel()
-        labels = labels[labels >= 0]
-        if labels.size and labels.max() >= num_classes:
-            raise ValueError(f"data has label {labels.max()} but num_classes={num_classes}; "
-                             "set data.num_classes to at least max label + 1")
-        counts += np.bincount(labels, minlength=num_classes + 1)[: num_classes + 1]
-    return counts[:num_classes]
-
-
 def make_predict_step(model: keras.Model, jit: bool):
     """A `tf.function` (XLA-compiled when `jit`) mapping features to logits [B, V, K]."""
     step = tf.function(lambda features: model(features, training=False), jit_compile=jit)

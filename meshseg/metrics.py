@@ -4,7 +4,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-PADDING_LABEL = -1
+from meshseg.data.pipeline import LABEL_PADDING
+
 
 
 def masked_cross_entropy(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
@@ -18,11 +19,18 @@ def masked_cross_entropy(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
       float32 scalar: sum of per-vertex losses / number of real vertices (0 if none).
     """
     labels = tf.cast(labels, tf.int32)
-    valid = labels != PADDING_LABEL
+    valid = labels != LABEL_PADDING
     losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
         labels=tf.where(valid, labels, 0), logits=tf.cast(logits, tf.float32))
     weights = tf.cast(valid, tf.float32)
     return tf.math.divide_no_nan(tf.reduce_sum(losses * weights), tf.reduce_sum(weights))
+
+
+def batch_accuracy(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+    """Per-vertex accuracy of one batch over real vertices (float32 scalar)."""
+    valid = tf.cast(labels != LABEL_PADDING, tf.float32)
+    hits = tf.cast(tf.argmax(logits, -1, output_type=tf.int32) == labels, tf.float32)
+    return tf.math.divide_no_nan(tf.reduce_sum(hits * valid), tf.reduce_sum(valid))
 
 
 @keras.saving.register_keras_serializable(package="meshseg")
@@ -34,26 +42,6 @@ class MaskedCrossEntropy(keras.losses.Loss):
 
     def call(self, y_true, y_pred):
         return masked_cross_entropy(y_true, y_pred)
-
-
-@keras.saving.register_keras_serializable(package="meshseg")
-class MaskedAccuracy(keras.metrics.Metric):
-    """Per-vertex accuracy over real vertices, accumulated over batches (a fraction in [0, 1])."""
-
-    def __init__(self, name="accuracy", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.correct = self.add_variable(shape=(), initializer="zeros", name="correct")
-        self.count = self.add_variable(shape=(), initializer="zeros", name="count")
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        y_true = tf.cast(y_true, tf.int32)
-        valid = tf.cast(y_true != PADDING_LABEL, tf.float32)
-        hits = tf.cast(tf.equal(tf.argmax(y_pred, axis=-1, output_type=tf.int32), y_true), tf.float32)
-        self.correct.assign_add(tf.reduce_sum(hits * valid))
-        self.count.assign_add(tf.reduce_sum(valid))
-
-    def result(self):
-        return tf.math.divide_no_nan(self.correct, self.count)
 
 
 @keras.saving.register_keras_serializable(package="meshseg")
@@ -73,7 +61,7 @@ class ConfusionMatrix(keras.metrics.Metric):
     def update_state(self, y_true, y_pred, sample_weight=None):
         y_true = tf.reshape(tf.cast(y_true, tf.int32), [-1])
         y_pred = tf.reshape(tf.argmax(y_pred, axis=-1, output_type=tf.int32), [-1])
-        valid = y_true != PADDING_LABEL
+        valid = y_true != LABEL_PADDING
         self.matrix.assign_add(tf.math.confusion_matrix(
             tf.boolean_mask(y_true, valid), tf.boolean_mask(y_pred, valid),
             num_classes=self.num_classes, dtype=tf.float64))

@@ -7,17 +7,10 @@ import keras
 import tensorflow as tf
 
 from meshseg.checkpoints import StopSignals, TrainingCheckpoint
-from meshseg.data.pipeline import without_mesh_ids
+from meshseg.data.pipeline import LABEL_PADDING, without_mesh_ids
 from meshseg.errors import Interrupted, NonFiniteError
-from meshseg.metrics import PADDING_LABEL, masked_cross_entropy
+from meshseg.metrics import masked_cross_entropy
 from meshseg.summaries import RunLogger
-
-
-def batch_accuracy(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
-    """Per-vertex accuracy of one batch over real vertices (float32 scalar)."""
-    valid = tf.cast(labels != PADDING_LABEL, tf.float32)
-    hits = tf.cast(tf.argmax(logits, -1, output_type=tf.int32) == labels, tf.float32)
-    return tf.math.divide_no_nan(tf.reduce_sum(hits * valid), tf.reduce_sum(valid))
 
 
 class TrainStep:
@@ -54,7 +47,7 @@ class TrainStep:
 
     def _replica_step(self, features, labels):
         context = tf.distribute.get_replica_context()
-        valid = tf.cast(labels != PADDING_LABEL, tf.float32)
+        valid = tf.cast(labels != LABEL_PADDING, tf.float32)
         num_vertices = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.reduce_sum(valid))
         scaling = isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer)
         with tf.GradientTape() as tape:

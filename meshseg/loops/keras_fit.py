@@ -9,10 +9,9 @@ import keras
 import tensorflow as tf
 
 from meshseg.checkpoints import StopSignals, TrainingCheckpoint
-from meshseg.data.pipeline import without_mesh_ids
+from meshseg.data.pipeline import LABEL_PADDING, without_mesh_ids
 from meshseg.errors import Interrupted, NonFiniteError
-from meshseg.loops.custom import batch_accuracy
-from meshseg.metrics import PADDING_LABEL, MaskedCrossEntropy, masked_cross_entropy
+from meshseg.metrics import MaskedCrossEntropy, batch_accuracy, masked_cross_entropy
 from meshseg.summaries import RunLogger
 
 
@@ -35,7 +34,7 @@ class LastBatch(keras.metrics.Metric):
 
 def count_vertices(y_true, y_pred) -> tf.Tensor:
     """Number of real (unpadded) vertices in the batch, as float32."""
-    return tf.reduce_sum(tf.cast(y_true != PADDING_LABEL, tf.float32))
+    return tf.reduce_sum(tf.cast(y_true != LABEL_PADDING, tf.float32))
 
 
 class StepLogger(keras.callbacks.Callback):
