@@ -131,9 +131,6 @@ def run(cfg: DictConfig, run_dir: str, strategy: Optional[tf.distribute.Strategy
             log.info("%s already completed %d steps; nothing to do", run_dir, done)
             with open(os.path.join(run_dir, "summary.json")) as f:
                 return json.load(f)
-    if cfg.jit:
-        log.info("jit=true: batches padded to %d bucket shape(s) (vertices, edges, neighbours): %s",
-                 len(data_info["bucket_shapes"]), data_info["bucket_shapes"])
     train_histogram = data_info["train_histogram"]
 
     model_kwargs = OmegaConf.to_container(cfg.model)

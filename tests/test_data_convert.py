@@ -82,6 +82,14 @@ def _invalid_mesh_cases(tetrahedron):
     }
 
 
+def _good_and_bad_files(tmp_path, tetrahedron, case):
+    """(good, bad, reason): (mesh, labels) paths of a valid mesh and of the invalid `case`,
+    and the reason the converter gives for the bad one."""
+    mesh, labels, reason = _invalid_mesh_cases(tetrahedron)[case]
+    good = _write_labelled_mesh(tmp_path, "good", dict(tetrahedron, labels=np.zeros(5, int)))
+    return good, _write_labelled_mesh(tmp_path, "bad", mesh, labels), reason
+
+
 INVALID_CASES = ["label count", "face index", "nan vertex", "negative label",
                  "label >= num_classes", "empty"]
 
@@ -89,9 +97,7 @@ INVALID_CASES = ["label count", "face index", "nan vertex", "negative label",
 @pytest.mark.parametrize("case", INVALID_CASES)
 def test_strict_conversion_raises_naming_the_file_and_reason_and_writes_nothing(
         tmp_path, tetrahedron, case):
-    mesh, labels, reason = _invalid_mesh_cases(tetrahedron)[case]
-    good = _write_labelled_mesh(tmp_path, "good", dict(tetrahedron, labels=np.zeros(5, int)))
-    bad = _write_labelled_mesh(tmp_path, "bad", mesh, labels)
+    good, bad, reason = _good_and_bad_files(tmp_path, tetrahedron, case)
     out_prefix = tmp_path / "out" / "train"
     with pytest.raises(ValueError, match=rf"bad\.ply: {reason}"):
         convert_split([good[0], bad[0]], [good[1], bad[1]], out_prefix, num_shards=2,
@@ -102,9 +108,7 @@ def test_strict_conversion_raises_naming_the_file_and_reason_and_writes_nothing(
 @pytest.mark.parametrize("case", INVALID_CASES)
 def test_bad_mesh_is_skipped_and_listed_in_the_manifest_with_its_reason(
         tmp_path, tetrahedron, case):
-    mesh, labels, reason = _invalid_mesh_cases(tetrahedron)[case]
-    good = _write_labelled_mesh(tmp_path, "good", dict(tetrahedron, labels=np.zeros(5, int)))
-    bad = _write_labelled_mesh(tmp_path, "bad", mesh, labels)
+    good, bad, reason = _good_and_bad_files(tmp_path, tetrahedron, case)
     shards = convert_split([good[0], bad[0]], [good[1], bad[1]], tmp_path / "out" / "train",
                            num_shards=2, num_classes=3)
     assert [num_examples([shard]) for shard in shards] == [1, 0]

@@ -8,7 +8,8 @@ import tensorflow as tf
 
 from meshseg.checkpoints import StopSignals, TrainingCheckpoint
 from meshseg.data.pipeline import LABEL_PADDING, without_mesh_ids
-from meshseg.errors import Interrupted, NonFiniteError
+from meshseg.loops.after_step import AfterStep
+from meshseg.errors import NonFiniteError
 from meshseg.metrics import masked_cross_entropy
 from meshseg.summaries import RunLogger
 
@@ -114,6 +115,8 @@ def train_custom(model: keras.Model, optimizer: keras.optimizers.Optimizer, data
     checkpoint = TrainingCheckpoint(run_dir, model, optimizer, trackable, checkpoints_kept)
     start_step = checkpoint.restore_latest()
     with StopSignals() as signals:
+        after_step = AfterStep(steps, eval_every, checkpoint_every, logger, run_eval, checkpoint,
+                               signals)
         for step in range(start_step + 1, steps + 1):
             features, labels = next(batches)
             traces = train_step.traces
@@ -129,15 +132,7 @@ def train_custom(model: keras.Model, optimizer: keras.optimizers.Optimizer, data
                     f"{checkpoint.manager.latest_checkpoint or 'none'}")
             logger.log_step(step, loss, float(accuracy), seconds, int(num_vertices),
                             compiled=train_step.traces > traces)
-            if step % eval_every == 0 or step == steps:
-                logger.log_eval(step, run_eval())
-            if step % checkpoint_every == 0 or step == steps or signals.received:
-                logger.flush()
-                checkpoint.save(step)
-            if signals.received:
-                raise Interrupted(f"stopped by signal {signals.received} after step {step}; "
-                                  f"checkpoint saved in {checkpoint.manager.directory}",
-                                  signals.received)
+            after_step(step)
 
 
 def describe_batch(strategy: tf.distribute.Strategy, features: Dict[str, tf.Tensor]) -> str:

@@ -10,7 +10,8 @@ import tensorflow as tf
 
 from meshseg.checkpoints import StopSignals, TrainingCheckpoint
 from meshseg.data.pipeline import LABEL_PADDING, without_mesh_ids
-from meshseg.errors import Interrupted, NonFiniteError
+from meshseg.loops.after_step import AfterStep
+from meshseg.errors import NonFiniteError
 from meshseg.metrics import MaskedCrossEntropy, batch_accuracy, masked_cross_entropy
 from meshseg.summaries import RunLogger
 
@@ -38,25 +39,19 @@ def count_vertices(y_true, y_pred) -> tf.Tensor:
 
 
 class StepLogger(keras.callbacks.Callback):
-    """Times each `fit` step, logs it, evaluates, checkpoints, and stops on NaN or signals.
+    """Times each `fit` step, logs it, stops on a non-finite loss, then runs `after_step`
+    (evaluation, checkpoints, stop signals).
 
     The first step of `fit` traces and compiles the train function and is logged as
     compile time.
     """
 
-    def __init__(self, logger: RunLogger, run_eval: Callable[[], Dict[str, float]], steps: int,
-                 eval_every: int, checkpoint: TrainingCheckpoint, checkpoint_every: int,
-                 start_step: int, signals: StopSignals):
+    def __init__(self, logger: RunLogger, start_step: int, after_step: AfterStep):
         super().__init__()
         self.logger = logger
-        self.run_eval = run_eval
-        self.steps = steps
-        self.eval_every = eval_every
-        self.checkpoint = checkpoint
-        self.checkpoint_every = checkpoint_every
+        self.after_step = after_step
         self.first_step = start_step + 1
         self.step = start_step
-        self.signals = signals
         self.start = 0.0
 
     def on_train_batch_begin(self, batch, logs=None):
@@ -70,18 +65,10 @@ class StepLogger(keras.callbacks.Callback):
             raise NonFiniteError(
                 f"step {self.step}: non-finite loss ({loss}) in Model.fit (loop=custom names the "
                 f"meshes of the batch). Last good checkpoint: "
-                f"{self.checkpoint.manager.latest_checkpoint or 'none'}")
+                f"{self.after_step.checkpoint.manager.latest_checkpoint or 'none'}")
         self.logger.log_step(self.step, loss, float(logs["step_accuracy"]), seconds,
                              int(logs["step_vertices"]), compiled=self.step == self.first_step)
-        if self.step % self.eval_every == 0 or self.step == self.steps:
-            self.logger.log_eval(self.step, self.run_eval())
-        if self.step % self.checkpoint_every == 0 or self.step == self.steps or self.signals.received:
-            self.logger.flush()
-            self.checkpoint.save(self.step)
-        if self.signals.received:
-            raise Interrupted(f"stopped by signal {self.signals.received} after step {self.step}; "
-                              f"checkpoint saved in {self.checkpoint.manager.directory}",
-                              self.signals.received)
+        self.after_step(self.step)
 
 
 def train_keras(model: keras.Model, optimizer: keras.optimizers.Optimizer,
@@ -104,8 +91,9 @@ def train_keras(model: keras.Model, optimizer: keras.optimizers.Optimizer,
     checkpoint = TrainingCheckpoint(run_dir, model, optimizer, max_to_keep=checkpoints_kept)
     start_step = checkpoint.restore_latest()
     with StopSignals() as signals:
-        callback = StepLogger(logger, run_eval, steps, eval_every, checkpoint, checkpoint_every,
-                              start_step, signals)
+        after_step = AfterStep(steps, eval_every, checkpoint_every, logger, run_eval, checkpoint,
+                               signals)
+        callback = StepLogger(logger, start_step, after_step)
         features_only = dataset.map(lambda features, labels: (without_mesh_ids(features), labels))
         model.fit(features_only, steps_per_epoch=steps - start_step, epochs=1, verbose=0,
                   shuffle=False, callbacks=[callback])
