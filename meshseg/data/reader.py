@@ -12,7 +12,9 @@ unreadable byte and without the bad indices. A truncated or corrupt shard cannot
 be resynchronised, so skipping there drops the rest of that shard (counted once).
 """
 
+import functools
 import logging
+import os
 import re
 
 import numpy as np
@@ -168,31 +170,45 @@ def check_shard(path: str, adjacency: str = "none", skip_bad_records: bool = Fal
       BadRecordError: "<path>, record <i>: <reason>" for a record that does not
         decode, or for a truncated/corrupt shard (record i is the first one that
         could not be read), unless `skip_bad_records`.
-      tf.errors.NotFoundError: if the shard does not exist.
+      FileNotFoundError: if the shard does not exist.
     """
     bad_records = bad_records if bad_records is not None else BadRecordLog()
-    records = iter(tf.data.TFRecordDataset(str(path)))
-    index, bad = 0, []
+    stat = os.stat(path)
+    readable, problems = _shard_problems(str(path), stat.st_size, stat.st_mtime_ns, adjacency)
+    for _, message in problems:
+        if not skip_bad_records:
+            raise BadRecordError(message)
+        bad_records.add(message)
+    return readable, [index for index, _ in problems if index < readable]
+
+
+@functools.lru_cache(maxsize=1024)
+def _shard_problems(path: str, size: int, mtime_ns: int,
+                    adjacency: str) -> tuple[int, tuple[tuple[int, str], ...]]:
+    """Decodes every record of a shard once per process and file version (`size`,
+    `mtime_ns`): start-up scans and every `make_dataset` call share the result.
+
+    Returns:
+      (readable, problems): the number of readable records, and (record index, message)
+      for each record that does not decode, then (readable, message) for a truncated or
+      corrupt tail, in file order.
+    """
+    records = iter(tf.data.TFRecordDataset(path))
+    index, problems = 0, []
     while True:
         try:
             serialized = next(records)
         except StopIteration:
-            return index, bad
+            return index, tuple(problems)
         except tf.errors.DataLossError as error:
-            message = (f"{path}, record {index}: truncated or corrupt shard "
-                       f"({_data_loss_reason(error)}); the rest of the shard is unreadable")
-            if not skip_bad_records:
-                raise BadRecordError(message) from None
-            bad_records.add(message)
-            return index, bad
+            problems.append((index, f"{path}, record {index}: truncated or corrupt shard "
+                                    f"({_data_loss_reason(error)}); the rest of the shard is "
+                                    "unreadable"))
+            return index, tuple(problems)
         try:
             decode_mesh_record(serialized.numpy(), adjacency)
         except ValueError as error:
-            message = f"{path}, record {index}: {error}"
-            if not skip_bad_records:
-                raise BadRecordError(message) from None
-            bad_records.add(message)
-            bad.append(index)
+            problems.append((index, f"{path}, record {index}: {error}"))
         index += 1
 
 
