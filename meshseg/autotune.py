@@ -3,14 +3,12 @@
 import json
 import logging
 import os
-import statistics
-import time
 from typing import Dict, Sequence
 
 import keras
 import tensorflow as tf
 
-from meshseg.loops.custom import TrainStep
+from meshseg.loops.custom import TrainStep, median_step_ms
 from meshseg.model import MeshSegmentationNet
 
 log = logging.getLogger(__name__)
@@ -38,12 +36,7 @@ def time_step(impl: str, features, labels, jit: bool, num_classes: int, model_kw
     model = MeshSegmentationNet(num_classes, impl=impl, xla=jit, **model_kwargs)
     step = TrainStep(model, keras.optimizers.Adam(1e-3), jit)
     float(step(features, labels)[0])  # trace, compile, warm up
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        float(step(features, labels)[0])
-        times.append(1e3 * (time.perf_counter() - start))
-    return statistics.median(times)
+    return median_step_ms(step, [(features, labels)] * steps)
 
 
 def choose_impl(features, labels, jit: bool, num_classes: int, model_kwargs: Dict,

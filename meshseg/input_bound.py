@@ -9,8 +9,6 @@ the ratio is within 5% of 1.
 """
 
 import argparse
-import statistics
-import time
 from pathlib import Path
 from typing import Dict, List
 
@@ -21,15 +19,6 @@ import meshseg.config  # noqa: F401  (registers the config schema)
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 INPUT_BOUND_RATIO = 1.05
-
-
-def _median_ms(step, batches) -> float:
-    times = []
-    for features, labels in batches:
-        start = time.perf_counter()
-        float(step(features, labels)[0])
-        times.append(1e3 * (time.perf_counter() - start))
-    return statistics.median(times)
 
 
 def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, float]:
@@ -44,7 +33,7 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, floa
     """
     from meshseg.app import build_model_and_optimizer
     from meshseg.data.sources import build_datasets
-    from meshseg.loops.custom import TrainStep
+    from meshseg.loops.custom import TrainStep, median_step_ms
 
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name="train", overrides=overrides)
@@ -55,8 +44,8 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, floa
     for _ in range(warmup):
         float(step(*next(batches))[0])
     in_memory = [next(batches) for _ in range(steps)]
-    memory_ms = _median_ms(step, in_memory)
-    pipeline_ms = _median_ms(step, (next(batches) for _ in range(steps)))
+    memory_ms = median_step_ms(step, in_memory)
+    pipeline_ms = median_step_ms(step, (next(batches) for _ in range(steps)))
     return {"pipeline_ms": pipeline_ms, "memory_ms": memory_ms, "ratio": pipeline_ms / memory_ms}
 
 

@@ -1,5 +1,6 @@
 """The custom training loop: a GradientTape step in a `tf.function`, optionally XLA-compiled."""
 
+import statistics
 import time
 from typing import Callable, Dict, Optional
 
@@ -86,6 +87,17 @@ class TrainStep:
 
     def __call__(self, features, labels):
         return self._step(without_mesh_ids(features), labels)
+
+
+def median_step_ms(train_step: TrainStep, batches) -> float:
+    """Median wall time (ms) of `train_step` over (features, labels) `batches`, each step
+    synchronised on its loss."""
+    times = []
+    for features, labels in batches:
+        start = time.perf_counter()
+        float(train_step(features, labels)[0])
+        times.append(1e3 * (time.perf_counter() - start))
+    return statistics.median(times)
 
 
 def train_custom(model: keras.Model, optimizer: keras.optimizers.Optimizer, dataset: tf.data.Dataset,
