@@ -11,7 +11,6 @@ the job's directory, so no memory, TensorFlow state or peak-RSS figure carries o
 one job to the next.
 """
 
-import json
 import logging
 import os
 import subprocess
@@ -25,8 +24,9 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 import meshseg.config  # noqa: E402,F401  (registers the config schema)
-from meshseg.distribute import configure_runtime  # noqa: E402
 from meshseg.errors import Interrupted, MeshsegError  # noqa: E402
+from meshseg.train.distribute import configure_runtime  # noqa: E402
+from meshseg.train.summary import RunSummary  # noqa: E402
 
 log = logging.getLogger("train")
 SWEEP_CHILD = "MESHSEG_SWEEP_CHILD"
@@ -44,8 +44,7 @@ def run_job_in_child_process(run_dir: str) -> float:
     if result.returncode != 0:
         raise RuntimeError(f"job {' '.join(overrides)} failed (exit {result.returncode}); "
                            f"see {os.path.join(run_dir, 'train.log')}")
-    with open(os.path.join(run_dir, "summary.json")) as f:
-        return json.load(f)["eval_accuracy"]
+    return RunSummary.load(run_dir).eval_accuracy
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
@@ -56,7 +55,7 @@ def main(cfg: DictConfig) -> float:
     try:
         # Threads and the distribution strategy are set before any TensorFlow op runs.
         strategy = configure_runtime(cfg.threads, cfg.strategy.name)
-        from meshseg.app import run
+        from meshseg.train.run import run
 
         summary = run(cfg, run_dir, strategy)
     except MeshsegError as error:
@@ -66,7 +65,7 @@ def main(cfg: DictConfig) -> float:
             log.error("resume with: python train.py %s resume=%s", " ".join(overrides),
                       cfg.resume or run_dir)
         sys.exit(error.exit_code)
-    return summary["eval_accuracy"]
+    return summary.eval_accuracy
 
 
 if __name__ == "__main__":

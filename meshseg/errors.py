@@ -1,8 +1,22 @@
-"""Errors that end a run with one clear line instead of a traceback (see train.py)."""
+"""The errors that end a run or a tool with one clear line instead of a traceback.
+
+Each class has its own process exit status (`exit_code`), which `train.py` and the
+command-line tools exit with:
+
+| class | exit status | meaning |
+|---|---|---|
+| `ConfigError` | 2 | a setting or a path in it is invalid; nothing was written |
+| `RunDirError` | 2 | the run directory holds another run; nothing was written to it |
+| `NonFiniteError` | 3 | a step gave a non-finite loss or gradient; the last good checkpoint stays |
+| `DataError` | 4 | a mesh, label file or record is missing or invalid; the message names it |
+| `Interrupted` | 128 + signal | SIGINT or SIGTERM; a checkpoint was saved |
+
+Hydra's own composition errors (unknown key, wrong type) exit with status 1.
+"""
 
 
 class MeshsegError(Exception):
-    """Base class; `exit_code` is the process exit status train.py uses."""
+    """Base class; `exit_code` is the process exit status."""
 
     exit_code = 1
 
@@ -13,10 +27,6 @@ class ConfigError(MeshsegError):
     exit_code = 2
 
 
-class DataError(MeshsegError):
-    """A record or mesh is unreadable or invalid; the message names the file and record."""
-
-
 class RunDirError(MeshsegError):
     """The run directory holds another run's outputs; nothing was written to it."""
 
@@ -24,9 +34,17 @@ class RunDirError(MeshsegError):
 
 
 class NonFiniteError(MeshsegError):
-    """A training step produced a non-finite loss or gradient; its update was not applied."""
+    """A training step produced a non-finite loss or gradient; see the message for whether
+    its update was applied."""
 
     exit_code = 3
+
+
+class DataError(MeshsegError):
+    """A mesh, label file or record is missing or invalid; the message names the file (and
+    the shard and record index for records)."""
+
+    exit_code = 4
 
 
 class Interrupted(MeshsegError):

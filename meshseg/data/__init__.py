@@ -7,5 +7,5 @@
 - `reader`, `augment`, `buckets`, `pipeline`: bad-record reporting, augmentation, size buckets
   and the tf.data pipeline (`make_dataset`).
 - `sources`: `build_datasets(data_cfg, seed, jit)` from the `data` config group.
-- `throughput` (`python -m meshseg.data.throughput`): meshes/s and vertices/s of the pipeline.
+- `throughput` (`python -m meshseg.tools.throughput`): meshes/s and vertices/s of the pipeline.
 """

@@ -11,10 +11,18 @@ that some triangle references, every vertex 0..V-1 gets one, so isolated
 vertices keep their own features instead of having an empty row.
 
 This module imports no TensorFlow, so converter worker processes start fast; the
-tf.data wrapper lives in `meshseg.data.pipeline`.
+tf.data wrapper lives in `meshseg.data.pipeline` and the neighbour table (ELL layout) in
+`meshseg.batch.table_from_edges`.
 """
 
 import numpy as np
+
+# How much adjacency a record stores, from least to most, and the record fields of each:
+# "none" (computed when read), "edges" (the 1-ring edge list), "table" (also the
+# neighbour table of `meshseg.batch`).
+ADJACENCY_LEVELS = ("none", "edges", "table")
+ADJACENCY_FIELDS = {"none": (), "edges": ("edges", "edge_weights"),
+                    "table": ("edges", "edge_weights", "neighbors", "neighbor_weights")}
 
 
 def mesh_edges(triangles: np.ndarray, num_vertices: int) -> tuple[np.ndarray, np.ndarray]:
@@ -58,37 +66,3 @@ def mesh_edges(triangles: np.ndarray, num_vertices: int) -> tuple[np.ndarray, np
     degree = np.bincount(edges[:, 0], minlength=num_vertices)
     edge_weights = (1.0 / degree[edges[:, 0]]).astype(np.float32)
     return edges, edge_weights
-
-
-def neighbor_table(
-    edges: np.ndarray, edge_weights: np.ndarray, num_vertices: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Packs edges sorted by row into a padded neighbour table (ELL layout).
-
-    Equals `meshseg.ops.neighbor_table.table_from_edges` with the default width.
-
-    Args:
-      edges: int32 [E, 2] (row i, neighbour j), sorted by row (as `mesh_edges`
-        returns them); every row i in [0, V) has at least one edge.
-      edge_weights: float32 [E].
-      num_vertices: V.
-
-    Returns:
-      neighbors: int32 [V, K], K = the largest degree; row i lists the
-        neighbours of i in edge order, unused slots hold i itself.
-      neighbor_weights: float32 [V, K], the edge weights, 0 in unused slots.
-
-    Raises:
-      ValueError: if `edges` is not sorted by row.
-    """
-    rows = edges[:, 0].astype(np.int64)
-    if rows.size and np.any(np.diff(rows) < 0):
-        raise ValueError("edges must be sorted by row")
-    degree = np.bincount(rows, minlength=num_vertices)
-    width = int(degree.max()) if degree.size else 0
-    slot = np.arange(rows.size) - np.repeat(np.cumsum(degree) - degree, degree)
-    neighbors = np.repeat(np.arange(num_vertices, dtype=np.int32)[:, None], width, axis=1)
-    weights = np.zeros([num_vertices, width], np.float32)
-    neighbors[rows, slot] = edges[:, 1]
-    weights[rows, slot] = edge_weights
-    return neighbors, weights

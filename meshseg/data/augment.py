@@ -5,54 +5,16 @@ mean centring and unit scaling, so rotations turn the mesh about its centre.
 Edges, weights and labels are untouched. Randomness is stateless: each mesh gets
 a seed from `tf.data.Dataset.random(seed)`, so a seeded run is reproducible.
 
-Configured by `data.augment` (see conf/data/*.yaml):
-
-- `rotation`: "none", "up" (uniform angle about the `up_axis`) or "so3"
-  (uniform over all rotations, from a normalised Gaussian quaternion);
-- `up_axis`: 0, 1 or 2 (x, y, z), used by "up";
-- `scale`: [low, high], one isotropic factor drawn uniformly per mesh ([1, 1]: off).
+Configured by `data.augment` (`meshseg.config.AugmentConfig`): a rotation about the
+up axis or uniform over all rotations (from a normalised Gaussian quaternion), and
+one isotropic scale factor per mesh.
 """
 
 import math
-from dataclasses import dataclass
 
 import tensorflow as tf
 
-ROTATIONS = ("none", "up", "so3")
-
-
-@dataclass(frozen=True)
-class AugmentConfig:
-    """See the module docstring. Raises ValueError on construction for bad values."""
-
-    rotation: str = "none"
-    up_axis: int = 1
-    scale: tuple[float, float] = (1.0, 1.0)
-
-    def __post_init__(self):
-        if self.rotation not in ROTATIONS:
-            raise ValueError(f"augment.rotation must be one of {ROTATIONS}, got {self.rotation!r}")
-        if self.up_axis not in (0, 1, 2):
-            raise ValueError(f"augment.up_axis must be 0, 1 or 2, got {self.up_axis}")
-        low, high = self.scale
-        if not 0 < low <= high:
-            raise ValueError(f"augment.scale must be [low, high] with 0 < low <= high, "
-                             f"got {list(self.scale)}")
-        object.__setattr__(self, "scale", (float(low), float(high)))
-
-    @property
-    def active(self) -> bool:
-        return self.rotation != "none" or self.scale != (1.0, 1.0)
-
-    @classmethod
-    def from_mapping(cls, mapping) -> "AugmentConfig":
-        """From a dict / DictConfig with any of the fields; None gives the default (off)."""
-        if mapping is None:
-            return cls()
-        mapping = dict(mapping)
-        if "scale" in mapping:
-            mapping["scale"] = tuple(mapping["scale"])
-        return cls(**mapping)
+from meshseg.config import AugmentConfig
 
 
 def rotation_about_axis(angle: tf.Tensor, axis: int) -> tf.Tensor:

@@ -29,29 +29,12 @@ import numpy as np
 from tqdm import tqdm
 
 from meshseg.data import meshfiles
+from meshseg.data.adjacency import ADJACENCY_FIELDS, ADJACENCY_LEVELS
 from meshseg.data.manifest import manifest_path, summarize, write_manifest
+from meshseg.errors import DataError
 
 log = logging.getLogger(__name__)
 LABEL_SUFFIXES = (".txt", ".npy")
-
-
-def load_labelled_mesh(
-    mesh_path: str | Path, label_path: str | Path, label_offset: int = 0
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Loads and validates one mesh and its per-vertex labels.
-
-    Returns:
-      vertices: float32 [V, 3]; triangles: int32 [T, 3]; labels: int32 [V].
-
-    Raises:
-      ValueError: "<mesh_path>: <reason>" for an unreadable or invalid mesh
-        (see `meshseg.data.meshfiles.load_labelled_mesh`).
-    """
-    try:
-        mesh = meshfiles.load_labelled_mesh(mesh_path, label_path, label_offset)
-    except meshfiles.InvalidMeshError as error:
-        raise ValueError(f"{mesh_path}: {error}") from error
-    return mesh.vertices, mesh.triangles, mesh.labels
 
 
 def shard_paths(out_prefix: str | Path, num_shards: int) -> list[str]:
@@ -75,15 +58,18 @@ def _loaded_meshes(jobs: list[dict], workers: int):
 
 
 def _record(mesh: meshfiles.LabelledMesh, adjacency: str) -> bytes:
+    """The mesh's record, storing the adjacency of level `adjacency` (ADJACENCY_LEVELS)."""
     # TensorFlow is imported here, not at module level, so that spawned workers, which
     # import this module as their __main__ under `python -m`, stay TensorFlow-free.
+    from meshseg.batch import table_from_edges
     from meshseg.data.records import mesh_to_example
 
-    stored = {}
-    if adjacency in ("edges", "table"):
-        stored = {"edges": mesh.edges, "edge_weights": mesh.edge_weights}
+    arrays = {"edges": mesh.edges, "edge_weights": mesh.edge_weights}
     if adjacency == "table":
-        stored |= {"neighbors": mesh.neighbors, "neighbor_weights": mesh.neighbor_weights}
+        table, _ = table_from_edges(mesh.edges[:, 0], mesh.edges[:, 1], mesh.edge_weights,
+                                    len(mesh.vertices))
+        arrays |= {"neighbors": table.neighbors.numpy(), "neighbor_weights": table.weights.numpy()}
+    stored = {name: arrays[name] for name in ADJACENCY_FIELDS[adjacency]}
     return mesh_to_example(mesh.vertices, mesh.triangles, mesh.labels, stored)
 
 
@@ -132,9 +118,10 @@ def convert_split(
       The shard paths, in order.
 
     Raises:
-      ValueError: if the path lists differ in length or are empty, `num_shards`,
-        `label_kind` or `adjacency` is invalid, every mesh is bad, or (under
-        `strict`) a mesh is bad: "<mesh file>: <reason>". Nothing is written then.
+      ValueError: if the path lists differ in length or are empty, or `num_shards`,
+        `label_kind` or `adjacency` is invalid.
+      DataError: if every mesh is bad, or (under `strict`) a mesh is bad:
+        "<mesh file>: <reason>". Nothing is written then.
     """
     if len(mesh_paths) != len(label_paths):
         raise ValueError(f"{len(mesh_paths)} mesh paths but {len(label_paths)} label paths")
@@ -142,12 +129,12 @@ def convert_split(
         raise ValueError("convert_split needs at least one mesh")
     if not 1 <= num_shards <= len(mesh_paths):
         raise ValueError(f"num_shards must be in [1, {len(mesh_paths)}], got {num_shards}")
-    if label_kind not in meshfiles.LABEL_KINDS or adjacency not in ("none", "edges", "table"):
+    if label_kind not in meshfiles.LABEL_KINDS or adjacency not in ADJACENCY_LEVELS:
         raise ValueError(f"bad label_kind {label_kind!r} or adjacency {adjacency!r}")
     from meshseg.data.records import write_records_atomically  # TF: see `_record`
 
     jobs = [dict(mesh_path=str(m), label_path=str(l), label_offset=label_offset,
-                 num_classes=num_classes, label_kind=label_kind, adjacency=adjacency)
+                 num_classes=num_classes, label_kind=label_kind)
             for m, l in zip(mesh_paths, label_paths)]
     shard_of = np.repeat(np.arange(num_shards),
                          [len(c) for c in np.array_split(np.arange(len(jobs)), num_shards)])
@@ -161,7 +148,7 @@ def convert_split(
         for index, (job, (ok, result)) in enumerate(progress):
             if not ok:
                 if strict:
-                    raise ValueError(f"{job['mesh_path']}: {result}")
+                    raise DataError(f"{job['mesh_path']}: {result}")
                 log.warning("skipping %s: %s", job["mesh_path"], result)
                 skipped.append({"source": job["mesh_path"], "reason": result})
                 continue
@@ -169,7 +156,7 @@ def convert_split(
                                            int(shard_of[index])))
             yield int(shard_of[index]), _record(result, adjacency)
         if not entries:
-            raise ValueError(f"no valid mesh among {len(jobs)}; first reason: "
+            raise DataError(f"no valid mesh among {len(jobs)}; first reason: "
                              f"{skipped[0]['source']}: {skipped[0]['reason']}")
 
     settings = dict(num_classes=num_classes, label_offset=label_offset,
@@ -195,13 +182,15 @@ def split_file_pairs(
     the `<stem>.txt` or `<stem>.npy` found anywhere under `labels_dir`.
 
     Raises:
-      ValueError: if a mesh file is missing, or a label file is missing or its
-        stem occurs more than once under `labels_dir`.
+      DataError: if the split file or a mesh file is missing, or a label file is
+        missing or its stem occurs more than once under `labels_dir`.
     """
     labels_by_stem: dict[str, list[Path]] = {}
     for path in sorted(Path(labels_dir).rglob("*")):
         if path.suffix in LABEL_SUFFIXES and path.is_file():
             labels_by_stem.setdefault(path.stem, []).append(path)
+    if not Path(split_file).is_file():
+        raise DataError(f"split file {split_file} does not exist")
     entries = [line.strip() for line in Path(split_file).read_text().splitlines()]
     mesh_paths, label_paths = [], []
     for entry in entries:
@@ -209,10 +198,10 @@ def split_file_pairs(
             continue
         mesh_path = Path(meshes_dir) / entry
         if not mesh_path.is_file():
-            raise ValueError(f"{split_file}: mesh {mesh_path} does not exist")
+            raise DataError(f"{split_file}: mesh {mesh_path} does not exist")
         candidates = labels_by_stem.get(mesh_path.stem, [])
         if len(candidates) != 1:
-            raise ValueError(
+            raise DataError(
                 f"{mesh_path}: expected one label file {mesh_path.stem}.txt or .npy under "
                 f"{labels_dir}, found {len(candidates)}"
             )
@@ -236,7 +225,7 @@ def main(argv: list[str] | None = None) -> list[str]:
                         help="labels must lie in [0, num-classes)")
     parser.add_argument("--face-labels", action="store_true",
                         help="labels are per face; majority vote per vertex, ties to lowest")
-    parser.add_argument("--adjacency", choices=("none", "edges", "table"), default="none",
+    parser.add_argument("--adjacency", choices=ADJACENCY_LEVELS, default="none",
                         help="store the 1-ring edges (and the neighbour table) in the records")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--strict", action="store_true", help="stop at the first bad mesh")
@@ -244,13 +233,15 @@ def main(argv: list[str] | None = None) -> list[str]:
                         help="keep only split entries matching this fnmatch pattern")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    mesh_paths, label_paths = split_file_pairs(
-        args.meshes, args.labels, args.split_file, args.mesh_glob
-    )
-    shards = convert_split(
-        mesh_paths, label_paths, args.out, args.num_shards, args.label_offset,
-        num_classes=args.num_classes, label_kind="face" if args.face_labels else "vertex",
-        adjacency=args.adjacency, workers=args.workers, strict=args.strict)
+    try:
+        mesh_paths, label_paths = split_file_pairs(args.meshes, args.labels, args.split_file,
+                                                   args.mesh_glob)
+        shards = convert_split(
+            mesh_paths, label_paths, args.out, args.num_shards, args.label_offset,
+            num_classes=args.num_classes, label_kind="face" if args.face_labels else "vertex",
+            adjacency=args.adjacency, workers=args.workers, strict=args.strict)
+    except DataError as error:
+        parser.exit(error.exit_code, f"error: {error}\n")
     for shard in shards:
         print(shard)
     print(manifest_path(args.out))

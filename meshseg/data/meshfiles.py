@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import trimesh
 
-from meshseg.data.adjacency import mesh_edges, neighbor_table
+from meshseg.data.adjacency import mesh_edges
 from meshseg.data.validate import FaceCounts, InvalidMeshError, validate_mesh
 
 LABEL_KINDS = ("vertex", "face")
@@ -42,7 +42,6 @@ class LabelledMesh:
       face_counts: degenerate and duplicate faces (see `validate.FaceCounts`).
       sha256: hex digest of the mesh file.
       edges, edge_weights: int32 [E, 2] / float32 [E] 1-ring adjacency (`mesh_edges`).
-      neighbors, neighbor_weights: int32 / float32 [V, K] neighbour table, or None.
     """
 
     vertices: np.ndarray
@@ -52,8 +51,6 @@ class LabelledMesh:
     sha256: str
     edges: np.ndarray
     edge_weights: np.ndarray
-    neighbors: np.ndarray | None = None
-    neighbor_weights: np.ndarray | None = None
 
     @property
     def max_degree(self) -> int:
@@ -179,9 +176,8 @@ def load_labelled_mesh(
     label_offset: int = 0,
     num_classes: int | None = None,
     label_kind: str = "vertex",
-    adjacency: str = "none",
 ) -> LabelledMesh:
-    """Loads, labels and validates one mesh; optionally computes its adjacency.
+    """Loads, labels and validates one mesh, and computes its 1-ring adjacency.
 
     Args:
       mesh_path: mesh file (see the module docstring for formats and scenes).
@@ -189,8 +185,6 @@ def load_labelled_mesh(
       label_offset: added to every label (e.g. 1 maps the RNA data's -1 to 0).
       num_classes: labels must lie in [0, num_classes); None checks only >= 0.
       label_kind: "vertex" (one label per vertex) or "face" (one per triangle).
-      adjacency: "none" or "edges" (the 1-ring edges, always computed) or
-        "table" (also the neighbour table).
 
     Returns:
       The `LabelledMesh`.
@@ -198,12 +192,10 @@ def load_labelled_mesh(
     Raises:
       InvalidMeshError: for an unreadable file or a broken validation rule
         (see `meshseg.data.validate`); the message does not name the file.
-      ValueError: for an unknown `label_kind` or `adjacency`.
+      ValueError: for an unknown `label_kind`.
     """
     if label_kind not in LABEL_KINDS:
         raise ValueError(f"label_kind must be one of {LABEL_KINDS}, got {label_kind!r}")
-    if adjacency not in ("none", "edges", "table"):
-        raise ValueError(f"adjacency must be none, edges or table, got {adjacency!r}")
     vertices, triangles = load_mesh(mesh_path)
     labels = load_label_file(label_path) + label_offset
     if label_kind == "face":
@@ -214,12 +206,8 @@ def load_labelled_mesh(
     face_counts = validate_mesh(vertices, triangles, labels, num_classes)
     triangles = triangles.astype(np.int32)
     edges, edge_weights = mesh_edges(triangles, len(vertices))
-    mesh = LabelledMesh(vertices.astype(np.float32), triangles, labels.astype(np.int32),
+    return LabelledMesh(vertices.astype(np.float32), triangles, labels.astype(np.int32),
                         face_counts, file_sha256(mesh_path), edges, edge_weights)
-    if adjacency == "table":
-        mesh.neighbors, mesh.neighbor_weights = neighbor_table(
-            mesh.edges, mesh.edge_weights, len(mesh.vertices))
-    return mesh
 
 
 def convert_job(job: dict) -> tuple[bool, LabelledMesh | str]:

@@ -5,23 +5,8 @@ is reported with its shard and index) -> interleaved records -> parse ->
 adjacency (stored in the records, or computed) -> cache -> shuffle (training) -> repeat -> normalisation ->
 augmentation (training) -> padded batch (or bucketed batch) -> prefetch.
 
-Each element is `(features, labels)` with B meshes, V = the largest
-num_vertices and E = the largest num_edges in the batch (or the bucket shape):
-
-- features['vertices']: float32 [B, V, 3], padded with 0.
-- features['num_vertices']: int32 [B].
-- features['edges']: int32 [B, E, 2], local vertex indices (row i, neighbour j)
-  of each mesh's 1-ring adjacency with self-edges, sorted by row, padded with 0.
-- features['edge_weights']: float32 [B, E], row-normalised (1 / degree(i)),
-  padded with 0, so padded edges contribute nothing.
-- features['num_edges']: int32 [B].
-- features['neighbors']: int32 [B, V, K], the same adjacency as a neighbour table
-  (row i lists the neighbours of vertex i, K = the largest degree in the batch),
-  unused slots hold i itself (0 in padded rows).
-- features['neighbor_weights']: float32 [B, V, K], the edge weights, 0 in unused slots.
-- features['mesh_id']: string [B], "<shard>, record <i>" of each mesh (for messages;
-  `without_mesh_ids` drops it before XLA-compiled steps, which take no strings).
-- labels: int32 [B, V] per-vertex class labels >= 0, padded with -1.
+Each element is `(features, labels)` as the batch contract (`meshseg.batch`) defines
+it: B meshes, padded to the batch maxima or to a bucket shape.
 
 Records that store their adjacency (converter `--adjacency edges|table`) are
 used as stored, with no Python call per mesh; otherwise `mesh_edges` runs in a
@@ -30,44 +15,18 @@ used as stored, with no Python call per mesh; otherwise `mesh_edges` runs in a
 
 import tensorflow as tf
 
+from meshseg.batch import MESH_ID, PADDING_VALUES, mesh_features
+from meshseg.config import AugmentConfig
 from meshseg.data.adjacency import mesh_edges
-from meshseg.data.augment import AugmentConfig, augment_vertices
+from meshseg.data.augment import augment_vertices
 from meshseg.data.buckets import bucket_batch
 from meshseg.data.reader import BadRecordLog, check_shard, stored_adjacency
 from meshseg.data.records import parse_adjacency, parse_mesh_record
-from meshseg.ops.neighbor_table import table_from_edges
-
-LABEL_PADDING = -1
 
 # Shards read at once; records are taken round-robin, one from each in turn.
 INTERLEAVED_SHARDS = 8
 
 _MIN_RMS_RADIUS = 1e-12
-
-PADDING_VALUES = (
-    {
-        "vertices": tf.constant(0.0, tf.float32),
-        "num_vertices": tf.constant(0, tf.int32),
-        "edges": tf.constant(0, tf.int32),
-        "edge_weights": tf.constant(0.0, tf.float32),
-        "num_edges": tf.constant(0, tf.int32),
-        "neighbors": tf.constant(0, tf.int32),
-        "neighbor_weights": tf.constant(0.0, tf.float32),
-        "mesh_id": tf.constant("", tf.string),
-    },
-    tf.constant(LABEL_PADDING, tf.int32),
-)
-
-
-def num_examples(files: list[str]) -> int:
-    """Counts the records (meshes) in TFRecord shards.
-
-    Raises:
-      tf.errors.NotFoundError: if a file does not exist.
-      tf.errors.DataLossError: if a file is truncated or corrupted.
-    """
-    records = tf.data.TFRecordDataset(list(files))
-    return int(records.reduce(tf.constant(0, tf.int64), lambda count, _: count + 1))
 
 
 def normalize_vertices(
@@ -115,30 +74,16 @@ def mesh_edges_tf(triangles: tf.Tensor, num_vertices: tf.Tensor) -> tuple[tf.Ten
     return edges, edge_weights
 
 
-def _with_adjacency(mesh: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-    """One mesh with its adjacency as edge list and neighbour table, from the record
-    when stored, computed otherwise."""
+def _with_adjacency(mesh: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+    """One parsed mesh as (`meshseg.batch.mesh_features`, labels): the adjacency from the
+    record when stored, computed otherwise."""
     if "edges" in mesh:
         edges, edge_weights = mesh["edges"], mesh["edge_weights"]
     else:
         edges, edge_weights = mesh_edges_tf(mesh["triangles"], mesh["num_vertices"])
-    if "neighbors" in mesh:
-        neighbors, neighbor_weights = mesh["neighbors"], mesh["neighbor_weights"]
-    else:
-        table, _ = table_from_edges(edges[:, 0], edges[:, 1], edge_weights,
-                                    mesh["num_vertices"])
-        neighbors, neighbor_weights = table.neighbors, table.weights
-    return {
-        "vertices": mesh["vertices"],
-        "labels": mesh["labels"],
-        "num_vertices": mesh["num_vertices"],
-        "edges": edges,
-        "edge_weights": edge_weights,
-        "num_edges": tf.shape(edges, out_type=tf.int32)[0],
-        "neighbors": neighbors,
-        "neighbor_weights": neighbor_weights,
-        "mesh_id": mesh["mesh_id"],
-    }
+    features = mesh_features(mesh["vertices"], edges, edge_weights, mesh.get("neighbors"),
+                             mesh.get("neighbor_weights"), mesh[MESH_ID])
+    return features, mesh["labels"]
 
 
 def read_meshes(files: list[str], training: bool = False, seed: int | None = None,
@@ -156,8 +101,8 @@ def read_meshes(files: list[str], training: bool = False, seed: int | None = Non
       skip_bad_records, bad_records: see `meshseg.data.reader.check_shard`.
 
     Returns:
-      Dataset of dicts: vertices, labels, num_vertices, edges, edge_weights,
-      num_edges, neighbors, neighbor_weights (unbatched shapes of the module docstring).
+      Dataset of unbatched `(features, labels)`: `meshseg.batch.mesh_features` of
+      the raw vertex positions, and int32 [V] labels.
 
     Raises:
       BadRecordError: for a bad record, unless `skip_bad_records`.
@@ -187,15 +132,10 @@ def read_meshes(files: list[str], training: bool = False, seed: int | None = Non
 def _parse(serialized: tf.Tensor, source: tf.Tensor, adjacency: str) -> dict[str, tf.Tensor]:
     """`parse_mesh_record` plus the stored adjacency of level `adjacency`."""
     mesh = parse_mesh_record(serialized, source)
-    mesh["mesh_id"] = source
+    mesh[MESH_ID] = source
     if adjacency != "none":
         mesh |= parse_adjacency(serialized, adjacency)
     return mesh
-
-
-def without_mesh_ids(features: dict[str, tf.Tensor]) -> dict[str, tf.Tensor]:
-    """`features` without the string "mesh_id" (XLA-compiled functions take no strings)."""
-    return {key: value for key, value in features.items() if key != "mesh_id"}
 
 
 def make_dataset(
@@ -208,7 +148,6 @@ def make_dataset(
     unit_scale: bool = True,
     repeat: bool = False,
     cache: bool = True,
-    pad_to: tuple[int, int, int] | None = None,
     bucket_shapes: list[tuple[int, int, int]] | None = None,
     augment: AugmentConfig | None = None,
     skip_bad_records: bool = False,
@@ -231,23 +170,20 @@ def make_dataset(
       unit_scale: scale each mesh to RMS radius 1 (see `normalize_vertices`).
       repeat: repeat the data indefinitely (reshuffled on each pass).
       cache: keep the parsed meshes and their adjacency in memory after the first pass.
-      pad_to: optional (V, E, K): pad every batch to exactly V vertices, E edges and
-        neighbour-table width K (and B meshes, for training) instead of the batch
-        maxima, so XLA compiles the step once. Same as `bucket_shapes=[pad_to]`.
       bucket_shapes: optional (V, E, K) shapes, V increasing (see
-        `meshseg.data.buckets`): batch within buckets, padded to their shapes (and
-        B meshes, for training).
+        `meshseg.data.buckets`): batch within buckets, padded to exactly their
+        vertex count V, edge count E and neighbour-table width K (and B meshes, for
+        training), so XLA compiles the step once per bucket.
       augment: random rotation/scaling, applied when `training` only.
       skip_bad_records: skip (log and count) bad records instead of failing.
       bad_records: the `BadRecordLog` skipped records are counted in.
 
     Returns:
-      A `tf.data.Dataset` of `(features, labels)`; see the module docstring
-      for the shapes, dtypes and padding values.
+      A `tf.data.Dataset` of `(features, labels)`; see `meshseg.batch` for the
+      shapes, dtypes and padding values.
 
     Raises:
-      ValueError: if `files` is empty, `batch_size` < 1, or both `pad_to` and
-        `bucket_shapes` are given.
+      ValueError: if `files` is empty or `batch_size` < 1.
       tf.errors.InvalidArgumentError: during iteration, for a bad record (the
         message names the shard file and record index) or a mesh larger than
         every bucket.
@@ -256,8 +192,6 @@ def make_dataset(
         raise ValueError("make_dataset needs at least one TFRecord file")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    if pad_to is not None and bucket_shapes is not None:
-        raise ValueError("give pad_to or bucket_shapes, not both")
     meshes = read_meshes(files, training, seed, skip_bad_records, bad_records)
     if cache:
         meshes = meshes.cache()
@@ -269,17 +203,20 @@ def make_dataset(
     if augment is not None:
         meshes = tf.data.Dataset.zip(meshes, tf.data.Dataset.random(seed=seed).batch(2))
 
-    def model_inputs(mesh, augment_seed=None):
-        features = {key: value for key, value in mesh.items() if key != "labels"}
-        features["vertices"] = normalize_vertices(mesh["vertices"], mean_center, unit_scale)
+    def model_inputs(features, labels, augment_seed=None):
+        features = dict(features)
+        features["vertices"] = normalize_vertices(features["vertices"], mean_center, unit_scale)
         if augment_seed is not None:
             features["vertices"] = augment_vertices(features["vertices"], augment_seed, augment)
-        return features, mesh["labels"]
+        return features, labels
 
-    examples = meshes.map(model_inputs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    shapes = [tuple(pad_to)] if pad_to is not None else bucket_shapes
-    if shapes:
-        batches = bucket_batch(examples, batch_size, shapes, PADDING_VALUES,
+    if augment is not None:
+        examples = meshes.map(lambda example, augment_seed: model_inputs(*example, augment_seed),
+                              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    else:
+        examples = meshes.map(model_inputs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    if bucket_shapes:
+        batches = bucket_batch(examples, batch_size, bucket_shapes, PADDING_VALUES,
                                drop_remainder=training)
     else:
         batches = examples.padded_batch(batch_size, padding_values=PADDING_VALUES)

@@ -5,7 +5,7 @@ A source folder holds meshes, label files and split files (`train.txt`,
 bundled RNA sample (`data/rna_sample`: `off/<stem>.off`, `labels/<stem>.txt`
 in [-1, 258], stored with +1: 260 classes, class 0 = unlabelled) and the human
 body parts set (`meshes/{iso,qes}/*.ply`, `labels/<label_set>/<variant>/<stem>.txt`)
-are both described by a `MeshFolder`.
+are both described by a `MeshFolder` (conf/data/rna_sample.yaml, human_parts.yaml).
 
 The cache folder holds the shards, their manifests and `stamp.json`, which
 records the source files, their sizes and the conversion settings. A cache
@@ -22,9 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from meshseg.data.convert import convert_split, shard_paths, split_file_pairs
+from meshseg.errors import ConfigError
 
-RNA_NUM_CLASSES = 260
-RNA_LABEL_OFFSET = 1
 STAMP_NAME = "stamp.json"
 SPLITS = ("train", "test")
 
@@ -52,13 +51,6 @@ class MeshFolder:
     shards: dict = field(default_factory=lambda: {"train": 4, "test": 1})
     adjacency: str = "edges"
     label_kind: str = "vertex"
-
-
-def rna_sample_folder(root: str | Path, train_shards: int = 4, test_shards: int = 1,
-                      adjacency: str = "edges") -> MeshFolder:
-    """The bundled RNA sample as a `MeshFolder` (labels + 1, 260 classes)."""
-    return MeshFolder(str(root), "off", "labels", RNA_NUM_CLASSES, RNA_LABEL_OFFSET,
-                      {"train": train_shards, "test": test_shards}, adjacency)
 
 
 def _pairs(source: MeshFolder) -> dict[str, tuple[list[Path], list[Path]]]:
@@ -100,10 +92,10 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
       dict(train=[shard paths], test=[shard paths], num_classes=source.num_classes).
 
     Raises:
-      FileNotFoundError: if a split file of the source is missing.
-      ValueError: if `cache_dir` exists, is not empty and holds no stamp (it
-        is not a cache this function made, so it is not overwritten), or a
-        mesh or label file is missing or invalid (the message names the file).
+      ConfigError: if `cache_dir` exists, is not empty and holds no stamp (it is
+        not a cache this function made, so it is not overwritten).
+      DataError: if a split file, mesh or label file is missing or invalid (the
+        message names the file).
     """
     cache_dir = Path(cache_dir)
     pairs = _pairs(source)
@@ -114,7 +106,7 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
     if existing == stamp:
         return result
     if cache_dir.exists() and any(cache_dir.iterdir()) and existing is None:
-        raise ValueError(f"{cache_dir} is not empty and is not a meshseg conversion cache")
+        raise ConfigError(f"{cache_dir} is not empty and is not a meshseg conversion cache")
 
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
     build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-", dir=cache_dir.parent))
@@ -132,10 +124,3 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
         shutil.rmtree(build_dir, ignore_errors=True)
         raise
     return result
-
-
-def prepare_rna_sample(source_dir: str | Path, cache_dir: str | Path, train_shards: int = 4,
-                       test_shards: int = 1, workers: int = 1) -> dict:
-    """`prepare_mesh_folder` of the bundled RNA sample; num_classes=260."""
-    return prepare_mesh_folder(rna_sample_folder(source_dir, train_shards, test_shards),
-                               cache_dir, workers)

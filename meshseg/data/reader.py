@@ -21,18 +21,16 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2
 
+from meshseg.data.adjacency import ADJACENCY_FIELDS, ADJACENCY_LEVELS
 from meshseg.data.records import ADJACENCY_FEATURES
+from meshseg.errors import DataError
 
 log = logging.getLogger(__name__)
 
 MESH_DTYPES = {"vertices": np.float32, "triangles": np.int32, "labels": np.int32}
-# Stored adjacency a dataset can rely on: "none" < "edges" < "table".
-ADJACENCY_LEVELS = ("none", "edges", "table")
-_LEVEL_FIELDS = {"none": (), "edges": ("edges", "edge_weights"),
-                 "table": ("edges", "edge_weights", "neighbors", "neighbor_weights")}
 
 
-class BadRecordError(ValueError):
+class BadRecordError(DataError):
     """A record that is not a valid mesh; the message names shard and record index."""
 
 
@@ -115,7 +113,7 @@ def decode_mesh_record(serialized: bytes, adjacency: str = "none") -> dict[str, 
         raise ValueError(f"negative label {mesh['labels'].min()}")
     mesh["num_vertices"] = np.int32(num_vertices)
     mesh["num_triangles"] = np.int32(num_triangles)
-    for name in _LEVEL_FIELDS[adjacency]:
+    for name in ADJACENCY_FIELDS[adjacency]:
         mesh[name] = _tensor(example, name, ADJACENCY_FEATURES[name].as_numpy_dtype)
     if adjacency != "none":
         num_edges = _count(example, "num_edges")
@@ -134,7 +132,7 @@ def record_adjacency(serialized: bytes) -> str:
     """The stored adjacency level ("none", "edges" or "table") of one record."""
     feature = tf.train.Example.FromString(serialized).features.feature
     for level in reversed(ADJACENCY_LEVELS):
-        if all(name in feature for name in _LEVEL_FIELDS[level]):
+        if all(name in feature for name in ADJACENCY_FIELDS[level]):
             return level
     return "none"
 

@@ -28,6 +28,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from meshseg.data.adjacency import ADJACENCY_FIELDS
+
 FEATURE_SPEC = {
     "num_vertices": tf.io.FixedLenFeature([], tf.int64),
     "num_triangles": tf.io.FixedLenFeature([], tf.int64),
@@ -284,7 +286,8 @@ def parse_adjacency(serialized: tf.Tensor, adjacency: str) -> dict[str, tf.Tenso
 
     Args:
       serialized: scalar tf.string, one serialised `tf.train.Example`.
-      adjacency: "edges" (edges, edge_weights) or "table" (also neighbors,
+      adjacency: a level of `meshseg.data.adjacency.ADJACENCY_LEVELS` other than
+        "none": "edges" (edges, edge_weights) or "table" (also neighbors,
         neighbor_weights); see `ADJACENCY_FEATURES`.
 
     Returns:
@@ -295,8 +298,7 @@ def parse_adjacency(serialized: tf.Tensor, adjacency: str) -> dict[str, tf.Tenso
       tf.errors.InvalidArgumentError: at iteration time, if a feature is missing
         or a tensor has another dtype.
     """
-    names = ["edges", "edge_weights"] + (["neighbors", "neighbor_weights"]
-                                         if adjacency == "table" else [])
+    names = ADJACENCY_FIELDS[adjacency]
     spec = {name: tf.io.FixedLenFeature([], tf.string) for name in names}
     record = tf.io.parse_single_example(serialized, spec)
     parsed = {name: tf.io.parse_tensor(record[name], ADJACENCY_FEATURES[name])

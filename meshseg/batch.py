@@ -1,0 +1,147 @@
+"""The batch contract: what one mesh and one batch of meshes look like as model inputs.
+
+Every other part of meshseg imports this module and nothing here imports them: the data
+pipeline produces these dicts, the network (`meshseg.nn`) and the training code consume
+them, and the tools (prediction, benchmark) build them with `mesh_features`, the one
+mesh -> features builder.
+
+A batch is `(features, labels)` with B meshes, V = the largest vertex count and
+E = the largest edge count in the batch (or the bucket shape, under XLA):
+
+- features["vertices"]: float32 [B, V, 3], padded with 0.
+- features["num_vertices"]: int32 [B].
+- features["edges"]: int32 [B, E, 2], local vertex indices (row i, neighbour j) of each
+  mesh's 1-ring with self-edges, sorted by row, padded with 0.
+- features["edge_weights"]: float32 [B, E], the adjacency values a_ij (1 / degree(i)),
+  padded with 0, so padded edges contribute nothing.
+- features["num_edges"]: int32 [B].
+- features["neighbors"]: int32 [B, V, K], the same adjacency as a neighbour table: row i
+  lists the neighbours of vertex i (K = the largest degree), unused slots hold i itself
+  (0 in padded rows).
+- features["neighbor_weights"]: float32 [B, V, K], the edge weights, 0 in unused slots.
+- features["mesh_id"]: string [B], where each mesh came from ("<shard>, record <i>"), for
+  messages; `without_mesh_ids` drops it before XLA-compiled steps, which take no strings.
+- labels: int32 [B, V] per-vertex classes >= 0, padded with `LABEL_PADDING`.
+"""
+
+from typing import Dict, NamedTuple, Optional, Tuple
+
+import tensorflow as tf
+
+LABEL_PADDING = -1
+MESH_ID = "mesh_id"
+
+# Padding value of every feature and of the labels, as `tf.data` `padded_batch` takes them.
+PADDING_VALUES = (
+    {
+        "vertices": tf.constant(0.0, tf.float32),
+        "num_vertices": tf.constant(0, tf.int32),
+        "edges": tf.constant(0, tf.int32),
+        "edge_weights": tf.constant(0.0, tf.float32),
+        "num_edges": tf.constant(0, tf.int32),
+        "neighbors": tf.constant(0, tf.int32),
+        "neighbor_weights": tf.constant(0.0, tf.float32),
+        MESH_ID: tf.constant("", tf.string),
+    },
+    tf.constant(LABEL_PADDING, tf.int32),
+)
+
+
+class NeighborTable(NamedTuple):
+    """The adjacency in the ELL layout: row i lists the neighbours j of vertex i and a_ij.
+
+    Attributes:
+      neighbors: int32 [V, K], K = the table width (at least the largest degree).
+        Unused slots may hold any valid vertex index.
+      weights: float [V, K] adjacency values a_ij; 0 in unused slots.
+    """
+
+    neighbors: tf.Tensor
+    weights: tf.Tensor
+
+
+def table_from_edges(rows: tf.Tensor, cols: tf.Tensor, weights: tf.Tensor, num_vertices,
+                     width: Optional[int] = None) -> Tuple[NeighborTable, tf.Tensor]:
+    """Packs COO edges, in any order, into a `NeighborTable` (TF ops, usable in graphs).
+
+    Args:
+      rows, cols: int32 [E] vertex i and neighbour j of each edge.
+      weights: float [E] adjacency values.
+      num_vertices: V (int or int32 scalar).
+      width: table width K; default: the largest degree (dynamic). Edges past slot K-1 of
+        their row are dropped; callers compare the returned degree with K.
+
+    Returns:
+      (table, degree int32 [V]); edges keep their order within a row, unused slots point
+      at the vertex itself with weight 0.
+    """
+    rows, cols = tf.convert_to_tensor(rows, tf.int32), tf.convert_to_tensor(cols, tf.int32)
+    order = tf.argsort(rows, stable=True)
+    rows, cols, weights = (tf.gather(a, order) for a in (rows, cols, weights))
+    degree = tf.math.unsorted_segment_sum(tf.ones_like(rows), rows, num_vertices)
+    slot = tf.range(tf.shape(rows)[0]) - tf.gather(tf.cumsum(degree, exclusive=True), rows)
+    width = tf.reduce_max(degree) if width is None else width
+    # Edges past the table width land in one extra scratch column, sliced off below.
+    index = tf.stack([rows, tf.minimum(slot, width)], axis=-1)
+    own = tf.tile(tf.range(num_vertices)[:, tf.newaxis], [1, width + 1])
+    neighbors = tf.tensor_scatter_nd_update(own, index, cols)[:, :width]
+    table_weights = tf.scatter_nd(index, weights, tf.stack([num_vertices, width + 1]))[:, :width]
+    return NeighborTable(neighbors, table_weights), degree
+
+
+def mesh_features(vertices, edges, edge_weights, neighbors=None, neighbor_weights=None,
+                  mesh_id=None) -> Dict[str, tf.Tensor]:
+    """The model inputs of one mesh (unbatched), from its vertices and 1-ring adjacency.
+
+    The one builder of the feature dict: the pipeline maps it over parsed records, and
+    prediction and the benchmark call it on arrays. Works eagerly and inside `tf.data`.
+
+    Args:
+      vertices: float32 [V, 3] positions, already normalised as the run normalises them.
+      edges: int32 [E, 2] (row i, neighbour j), with self-edges.
+      edge_weights: float32 [E] adjacency values a_ij.
+      neighbors, neighbor_weights: optional stored neighbour table, int32 / float32 [V, K];
+        built from the edges (`table_from_edges`) when None.
+      mesh_id: optional string naming the mesh's source, kept for messages.
+
+    Returns:
+      dict with the unbatched shapes of the module docstring: "vertices" [V, 3],
+      "num_vertices" [], "edges" [E, 2], "edge_weights" [E], "num_edges" [],
+      "neighbors" and "neighbor_weights" [V, K], and "mesh_id" [] when given.
+    """
+    vertices = tf.convert_to_tensor(vertices, tf.float32)
+    edges = tf.convert_to_tensor(edges, tf.int32)
+    edge_weights = tf.convert_to_tensor(edge_weights, tf.float32)
+    num_vertices = tf.shape(vertices, out_type=tf.int32)[0]
+    if neighbors is None:
+        table, _ = table_from_edges(edges[:, 0], edges[:, 1], edge_weights, num_vertices)
+    else:
+        table = NeighborTable(tf.convert_to_tensor(neighbors, tf.int32),
+                              tf.convert_to_tensor(neighbor_weights, tf.float32))
+    features = {
+        "vertices": vertices,
+        "num_vertices": num_vertices,
+        "edges": edges,
+        "edge_weights": edge_weights,
+        "num_edges": tf.shape(edges, out_type=tf.int32)[0],
+        "neighbors": table.neighbors,
+        "neighbor_weights": table.weights,
+    }
+    if mesh_id is not None:
+        features[MESH_ID] = tf.convert_to_tensor(mesh_id, tf.string)
+    return features
+
+
+def as_batch(features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """A batch of one: every feature of `mesh_features` with a leading axis of size 1."""
+    return {key: value[tf.newaxis] for key, value in features.items()}
+
+
+def without_mesh_ids(features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """`features` without the string "mesh_id" (XLA-compiled functions take no strings)."""
+    return {key: value for key, value in features.items() if key != MESH_ID}
+
+
+def real_vertices(labels: tf.Tensor) -> tf.Tensor:
+    """float32 mask [B, V]: 1 for real vertices, 0 for padding (labels == LABEL_PADDING)."""
+    return tf.cast(labels != LABEL_PADDING, tf.float32)

@@ -1,0 +1,113 @@
+"""Keras layer for the feature-steered graph convolution with a selectable implementation."""
+
+from typing import Optional, Union
+
+import keras
+import tensorflow as tf
+
+from meshseg.batch import NeighborTable
+from meshseg.nn.ops import FLOAT32_IMPLS, NEIGHBOR_TABLE_IMPLS, get_implementation
+
+
+@keras.saving.register_keras_serializable(package="meshseg")
+class FeatureSteeredConvolution(keras.layers.Layer):
+    """FeaStNet graph convolution (Verma et al., CVPR 2018) over a sparse neighbourhood.
+
+    The variables follow the paper and `tensorflow_graphics.nn.layer.graph_convolution.
+    FeatureSteeredConvolutionKerasLayer`: u, v [C, W], c [W], W [W, C, D], b [D]. With
+    `translation_invariant=True` there is no separate v: v = -u at every step, so the
+    weights q_m depend on x_j - x_i only.
+
+    Call arguments:
+      data: float32 [A1, ..., An, V, C] vertex features.
+      neighbors: SparseTensor [A1, ..., An, V, V'] of adjacency weights (the row-normalised
+        1-ring with self-edges for a mesh), or, for the implementations in
+        `meshseg.nn.ops.NEIGHBOR_TABLE_IMPLS` and 2-D data, a `meshseg.batch.NeighborTable`.
+      sizes: optional int32 [A1, ..., An] vertex counts of padded graphs.
+
+    Returns float32 [A1, ..., An, V, D].
+
+    Args:
+      num_weight_matrices: W, the number of weight matrices W_m.
+      num_output_channels: D.
+      impl: a name from `meshseg.nn.ops.IMPLEMENTATIONS`.
+      translation_invariant: tie v = -u.
+      initializer: anything `keras.initializers.get` accepts; defaults to
+        TruncatedNormal(stddev=0.1) as in tensorflow-graphics.
+      regularizer: anything `keras.regularizers.get` accepts, applied to u, v and W.
+      xla: use the implementation's XLA-compilable formulation (set when the step runs
+        under `jit_compile=True`).
+      dtype: a Keras dtype policy; under "mixed_float16" / "mixed_bfloat16" the variables
+        stay float32, `gather_matmul` computes in the low precision with its softmax in
+        float32, and the implementations in `meshseg.nn.ops.FLOAT32_IMPLS` run in float32.
+
+    Raises:
+      ValueError: for an unknown `impl` or non-positive sizes.
+      TypeError: (at call) for a `NeighborTable` passed to a SparseTensor implementation.
+    """
+
+    def __init__(self, num_weight_matrices: int, num_output_channels: int,
+                 impl: str, translation_invariant: bool = True,
+                 initializer=None, regularizer=None, xla: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        if num_weight_matrices < 1 or num_output_channels < 1:
+            raise ValueError("num_weight_matrices and num_output_channels must be positive, got "
+                             f"{num_weight_matrices} and {num_output_channels}")
+        self._op = get_implementation(impl)
+        self.impl = impl
+        self.num_weight_matrices = num_weight_matrices
+        self.num_output_channels = num_output_channels
+        self.translation_invariant = translation_invariant
+        self.initializer = keras.initializers.get(
+            initializer or keras.initializers.TruncatedNormal(stddev=0.1))
+        self.regularizer = keras.regularizers.get(regularizer)
+        self.xla = xla
+
+    def build(self, input_shape):
+        channels = int(input_shape[-1])
+        weights = self.num_weight_matrices
+
+        def add(name, shape, regularized=True):
+            return self.add_weight(name=name, shape=shape, initializer=self.initializer,
+                                   regularizer=self.regularizer if regularized else None)
+
+        self.var_u = add("var_u", (channels, weights))
+        self.var_v = None if self.translation_invariant else add("var_v", (channels, weights))
+        self.var_c = add("var_c", (weights,), regularized=False)
+        self.var_w = add("var_w", (weights, channels, self.num_output_channels))
+        self.var_b = add("var_b", (self.num_output_channels,), regularized=False)
+
+    def call(self, data, neighbors: Union[tf.SparseTensor, NeighborTable],
+             sizes: Optional[tf.Tensor] = None):
+        if isinstance(neighbors, NeighborTable) and self.impl not in NEIGHBOR_TABLE_IMPLS:
+            raise TypeError(f"impl={self.impl!r} takes a SparseTensor, not a NeighborTable")
+        variables = [self.var_u, self.var_v, self.var_c, self.var_w, self.var_b]
+        dtype = tf.float32 if self.impl in FLOAT32_IMPLS else self.compute_dtype
+        data = tf.cast(data, dtype)
+        if isinstance(neighbors, NeighborTable):
+            neighbors = NeighborTable(neighbors.neighbors, tf.cast(neighbors.weights, dtype))
+        else:
+            neighbors = tf.SparseTensor(neighbors.indices, tf.cast(neighbors.values, dtype),
+                                        neighbors.dense_shape)
+        var_u, var_v, var_c, var_w, var_b = (
+            None if v is None else tf.cast(tf.convert_to_tensor(v), dtype) for v in variables)
+        if self.translation_invariant:
+            var_v = -var_u
+        out = self._op(data, neighbors, sizes, var_u, var_v, var_c, var_w, var_b, xla=self.xla)
+        return tf.cast(out, self.compute_dtype)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.num_output_channels,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            num_weight_matrices=self.num_weight_matrices,
+            num_output_channels=self.num_output_channels,
+            impl=self.impl,
+            translation_invariant=self.translation_invariant,
+            initializer=keras.initializers.serialize(self.initializer),
+            regularizer=keras.regularizers.serialize(self.regularizer) if self.regularizer else None,
+            xla=self.xla,
+        )
+        return config

@@ -1,0 +1,131 @@
+"""The tensorflow-graphics mesh segmentation demo network."""
+
+from typing import Dict, Sequence
+
+import keras
+import tensorflow as tf
+
+from meshseg.batch import NeighborTable, as_batch, mesh_features
+from meshseg.nn.layers import FeatureSteeredConvolution
+from meshseg.nn.ops import NEIGHBOR_TABLE_IMPLS
+
+
+def batch_neighbors(edges: tf.Tensor, edge_weights: tf.Tensor, num_vertices_padded) -> tf.SparseTensor:
+    """The block-diagonal adjacency of a padded batch, as one 2-D SparseTensor.
+
+    Args:
+      edges: int32 [B, E, 2] local (row i, neighbour j) indices, padded with (0, 0).
+      edge_weights: float32 [B, E] adjacency values a_ij, padded with 0.
+      num_vertices_padded: V, the padded vertex count of the batch (int or scalar tensor).
+
+    Returns:
+      SparseTensor [B*V, B*V]; vertex i of mesh b is row b*V + i. Padding edges become
+      zero-valued entries on the diagonal, which contribute nothing to any implementation.
+    """
+    batch_size = tf.shape(edges)[0]
+    offsets = tf.range(batch_size)[:, tf.newaxis, tf.newaxis] * num_vertices_padded
+    indices = tf.cast(tf.reshape(edges + offsets, [-1, 2]), tf.int64)
+    size = tf.cast(batch_size * num_vertices_padded, tf.int64)
+    return tf.SparseTensor(indices, tf.reshape(edge_weights, [-1]), tf.stack([size, size]))
+
+
+def batch_table(neighbors: tf.Tensor, neighbor_weights: tf.Tensor) -> NeighborTable:
+    """The neighbour tables of a padded batch as one table over all B*V vertices.
+
+    Args:
+      neighbors: int32 [B, V, K] local neighbour indices per vertex.
+      neighbor_weights: float32 [B, V, K] adjacency values, 0 in unused slots.
+
+    Returns:
+      `NeighborTable` [B*V, K]; vertex i of mesh b is row b*V + i.
+    """
+    shape = tf.shape(neighbors)
+    offsets = tf.range(shape[0])[:, tf.newaxis, tf.newaxis] * shape[1]
+    width = neighbors.shape[-1] or shape[2]
+    return NeighborTable(tf.reshape(neighbors + offsets, [-1, width]),
+                         tf.reshape(neighbor_weights, [-1, width]))
+
+
+def one_triangle() -> Dict[str, tf.Tensor]:
+    """The features of one triangle (3 vertices, 1-ring with self-edges), batch size 1."""
+    rows = tf.repeat(tf.range(3), 3)
+    cols = tf.reshape(tf.constant([[0, 1, 2], [1, 0, 2], [2, 0, 1]]), [-1])
+    return as_batch(mesh_features(tf.eye(3), tf.stack([rows, cols], axis=-1),
+                                  tf.fill([9], 1.0 / 3.0)))
+
+
+@keras.saving.register_keras_serializable(package="meshseg")
+class MeshSegmentationNet(keras.Model):
+    """Per-vertex classifier of the tensorflow-graphics mesh segmentation demo.
+
+    Conv1D(16) -> [FeatureSteeredConvolution(D) + ReLU for D in conv_channels] ->
+    Conv1D(hidden_channels) + ReLU -> Conv1D(num_classes). 1x1 Conv1D layers act per vertex.
+
+    Inputs: the feature dict of `meshseg.batch`: "vertices" float32 [B, V, 3],
+    "edges" int32 [B, E, 2] and "edge_weights" float32 [B, E], or, for the
+    implementations that read a neighbour table, "neighbors" int32 [B, V, K] and
+    "neighbor_weights" float32 [B, V, K] (other keys are ignored).
+    Output: logits float32 [B, V, num_classes]. Padded vertices get logits too; the losses
+    and metrics in `meshseg.train.metrics` mask them out.
+
+    Args:
+      num_classes: number of per-vertex classes K.
+      impl: feature-steered convolution implementation (`meshseg.nn.ops.IMPLEMENTATIONS`).
+      num_weight_matrices: W of every graph convolution (8 in the demo).
+      input_channels: width of the first 1x1 convolution (16).
+      conv_channels: output channels D of the graph convolutions ((32, 64, 128)).
+      hidden_channels: width of the last hidden 1x1 convolution (256).
+      translation_invariant: tie v = -u in every graph convolution (the demo's default).
+      xla: build graph convolutions in their XLA-compilable formulation.
+    """
+
+    def __init__(self, num_classes: int, impl: str, num_weight_matrices: int = 8,
+                 input_channels: int = 16, conv_channels: Sequence[int] = (32, 64, 128),
+                 hidden_channels: int = 256, translation_invariant: bool = True,
+                 xla: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.num_classes = num_classes
+        self.impl = impl
+        self.num_weight_matrices = num_weight_matrices
+        self.input_channels = input_channels
+        self.conv_channels = tuple(conv_channels)
+        self.hidden_channels = hidden_channels
+        self.translation_invariant = translation_invariant
+        self.xla = xla
+        self.lin_in = keras.layers.Conv1D(input_channels, 1, name="lin_in")
+        self.graph_convs = [
+            FeatureSteeredConvolution(num_weight_matrices, channels, impl=impl,
+                                      translation_invariant=translation_invariant, xla=xla,
+                                      name=f"feast_{channels}")
+            for channels in self.conv_channels]
+        self.lin_hidden = keras.layers.Conv1D(hidden_channels, 1, activation="relu", name="lin_hidden")
+        # Logits in float32 also under a mixed-precision policy (numerically safe softmax).
+        self.lin_out = keras.layers.Conv1D(num_classes, 1, name="lin_out", dtype="float32")
+
+    def call(self, features: Dict[str, tf.Tensor]):
+        vertices = features["vertices"]
+        shape = tf.shape(vertices)
+        if self.impl in NEIGHBOR_TABLE_IMPLS:
+            neighbors = batch_table(features["neighbors"], features["neighbor_weights"])
+        else:
+            neighbors = batch_neighbors(features["edges"], features["edge_weights"], shape[1])
+        x = tf.reshape(self.lin_in(vertices), [-1, self.input_channels])
+        for conv in self.graph_convs:
+            x = tf.nn.relu(conv(x, neighbors))
+        x = tf.reshape(x, [shape[0], shape[1], self.conv_channels[-1]])
+        return self.lin_out(self.lin_hidden(x))
+
+    def get_build_config(self):
+        return {"built_on": "a one-triangle mesh"}
+
+    def build_from_config(self, config):
+        """Creates the variables (e.g. when a `.keras` file is loaded) by one call on a
+        one-triangle mesh; the input width 3 (xyz) is the only shape the weights depend on."""
+        self(one_triangle())
+
+    def get_config(self):
+        return dict(name=self.name, num_classes=self.num_classes, impl=self.impl,
+                    num_weight_matrices=self.num_weight_matrices,
+                    input_channels=self.input_channels, conv_channels=list(self.conv_channels),
+                    hidden_channels=self.hidden_channels,
+                    translation_invariant=self.translation_invariant, xla=self.xla)

@@ -1,0 +1,173 @@
+"""Output of `meshseg.tools.bench`: derived columns, the text table, CSV, JSON and a PNG plot.
+
+A row is a dict with the configuration (impl, jit, num_vertices, batch_size, num_layers,
+mode), the worker's measurements (step_ms, step_ms_min, step_ms_max in ms; compile_s in s;
+peak_rss_mib, step_peak_increase_mib, rss_before_mib in MiB) or its `error`, and the
+columns added here. The peak RSS increases are measured from a reset of the process'
+peak (see `meshseg.tools.bench.measure`).
+"""
+
+import csv
+import datetime
+import json
+import os
+import platform
+from typing import Dict, List, Optional, Sequence
+
+REFERENCE_IMPL = "gather_sum"
+
+# (row key, table header, format) in table order; every key is also a CSV column.
+COLUMNS = [
+    ("impl", "impl", "{}"), ("jit", "jit", "{}"), ("num_vertices", "V", "{}"),
+    ("batch_size", "B", "{}"), ("num_layers", "layers", "{}"), ("mode", "mode", "{}"),
+    ("step_ms", "step_ms", "{:.1f}"), ("step_ms_min", "min", "{:.1f}"),
+    ("step_ms_max", "max", "{:.1f}"), ("compile_s", "compile_s", "{:.2f}"),
+    ("gflop_per_s", "GFLOP/s", "{:.1f}"), ("pct_peak", "%peak", "{:.1f}"),
+    ("peak_rss_mib", "peak_rss_mib", "{:.0f}"),
+    ("step_peak_increase_mib", "step_peak_inc_mib", "{:.0f}"),
+    ("speedup", "speedup", "{:.2f}x"), ("speedup_vs_nojit_ref", "vs_ref_nojit", "{:.2f}x"),
+    ("memory_ratio", "mem_ratio", "{:.2f}"), ("error", "error", "{}"),
+]
+TEXT_COLUMNS = ("impl", "jit", "mode", "error")
+EXTRA_CSV_COLUMNS = ["gflop", "num_edges", "rss_before_mib", "peak_reset"]
+SIZE_KEYS = ("num_vertices", "batch_size", "num_layers", "mode")
+
+
+def add_derived_columns(rows: List[Dict], matmul_peak_gflops: Optional[float]) -> List[Dict]:
+    """Adds throughput and the comparisons with the reference implementation.
+
+    gflop_per_s = gflop / step time; pct_peak = 100 * gflop_per_s / matmul peak;
+    speedup = reference step_ms / step_ms with the reference at the same jit, size, layers
+    and mode; speedup_vs_nojit_ref the same against the reference with jit=false;
+    memory_ratio = step_peak_increase_mib / the reference's at the same jit (lower is
+    better). A value is None where either side failed.
+    """
+    def find(impl, jit, row):
+        for other in rows:
+            if (other["impl"] == impl and other["jit"] == jit and "error" not in other
+                    and all(other[k] == row[k] for k in SIZE_KEYS)):
+                return other
+        return None
+
+    for row in rows:
+        ok = "error" not in row
+        row["gflop_per_s"] = row["gflop"] / (row["step_ms"] / 1e3) if ok and row.get("gflop") else None
+        row["pct_peak"] = (100 * row["gflop_per_s"] / matmul_peak_gflops
+                           if row["gflop_per_s"] and matmul_peak_gflops else None)
+        same = find(REFERENCE_IMPL, row["jit"], row) if ok else None
+        nojit = find(REFERENCE_IMPL, False, row) if ok else None
+        row["speedup"] = same["step_ms"] / row["step_ms"] if same else None
+        row["speedup_vs_nojit_ref"] = nojit["step_ms"] / row["step_ms"] if nojit else None
+        mine, theirs = row.get("step_peak_increase_mib"), same and same.get("step_peak_increase_mib")
+        row["memory_ratio"] = mine / theirs if mine is not None and theirs else None
+    return rows
+
+
+def _cell(row: Dict, key: str, fmt: str) -> str:
+    value = row.get(key)
+    if value is None:
+        return "-"
+    if key == "jit":
+        return "true" if value else "false"
+    text = fmt.format(value)
+    return text if key != "error" or len(text) <= 70 else text[:67] + "..."
+
+
+def _sort_key(key: str):
+    key = next((k for k, header, _ in COLUMNS if key in (k, header)), key)
+
+    def sort_key(row):
+        value = row.get(key)
+        return (value is None, value if value is not None else 0)
+
+    return sort_key
+
+
+def format_table(rows: List[Dict], sort: Optional[str] = None) -> str:
+    """Plain aligned text, one line per row; `sort` is a column key or header."""
+    if sort:
+        rows = sorted(rows, key=_sort_key(sort))
+    columns = [(k, h, f) for k, h, f in COLUMNS if k != "error" or any("error" in r for r in rows)]
+    cells = [[h for _, h, _ in columns]] + [[_cell(r, k, f) for k, _, f in columns] for r in rows]
+    widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
+    left = [k in TEXT_COLUMNS for k, _, _ in columns]
+    lines = ["  ".join(c.ljust(w) if is_left else c.rjust(w)
+                       for c, w, is_left in zip(line, widths, left)).rstrip()
+             for line in cells]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def metadata(args, matmul_peak: Optional[Dict]) -> Dict:
+    """Run metadata for the JSON file and the CSV header comment."""
+    import tensorflow as tf
+
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "tensorflow_version": tf.__version__,
+        "cpu_count": os.cpu_count(),
+        "machine": platform.processor() or platform.machine(),
+        "load_average": list(os.getloadavg()),
+        "matmul_peak_gflops": (matmul_peak or {}).get("gflops"),
+        "matmul_peak_size": args.peak_size,
+        "matmul_peak_error": (matmul_peak or {}).get("error"),
+        "warmup": args.warmup, "repeats": args.repeats, "num_classes": args.num_classes,
+        "reference_impl": REFERENCE_IMPL,
+    }
+
+
+def write_results(rows: List[Dict], meta: Dict, out_dir: str) -> List[str]:
+    """Writes bench.csv, bench.json and bench.png under `out_dir`; returns the paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    keys = [k for k, _, _ in COLUMNS] + EXTRA_CSV_COLUMNS
+    csv_path = os.path.join(out_dir, "bench.csv")
+    with open(csv_path, "w", newline="") as f:
+        for name, value in meta.items():
+            f.write(f"# {name}: {value}\n")
+        writer = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+    json_path = os.path.join(out_dir, "bench.json")
+    with open(json_path, "w") as f:
+        json.dump({"metadata": meta, "rows": [{k: r.get(k) for k in keys} for r in rows]}, f,
+                  indent=2)
+    png_path = os.path.join(out_dir, "bench.png")
+    plot(rows, png_path)
+    return [csv_path, json_path, png_path]
+
+
+def plot(rows: Sequence[Dict], path: str) -> None:
+    """Bar charts of median step time (log scale) and step peak memory, one bar per row."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(rows, key=lambda r: tuple(str(r[k]) for k in SIZE_KEYS) + (r["jit"],))  # stable
+    impls = list(dict.fromkeys(r["impl"] for r in rows))
+    colors = {impl: f"C{i}" for i, impl in enumerate(impls)}
+    labels = [f"{r['impl']}\n{'xla' if r['jit'] else 'no jit'}\n{r['mode']} V={r['num_vertices']}"
+              for r in rows]
+    fig, axes = plt.subplots(2, 1, figsize=(max(6, 1.1 * len(rows)), 8), sharex=True)
+    for ax, key, ylabel in [(axes[0], "step_ms", "median step time [ms]"),
+                            (axes[1], "step_peak_increase_mib", "step peak RSS increase [MiB]")]:
+        for x, row in enumerate(rows):
+            value = row.get(key)
+            if value is None:
+                ax.text(x, 0.5, "failed", rotation=90, ha="center", va="bottom",
+                        transform=ax.get_xaxis_transform())
+                continue
+            ax.bar(x, value, color=colors[row["impl"]], hatch="//" if row["jit"] else None,
+                   edgecolor="black", linewidth=0.5)
+        ax.set_ylabel(ylabel)
+        ax.grid(axis="y", alpha=0.3)
+    if any(r.get("step_ms") for r in rows):
+        axes[0].set_yscale("log")
+    axes[1].set_xticks(range(len(rows)), labels, fontsize=7)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[i]) for i in impls]
+    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//"))
+    axes[0].legend(handles, impls + ["jit (XLA)"], fontsize=8)
+    axes[0].set_title(f"meshseg FeaStNet step, batch {rows[0]['batch_size']}, "
+                      f"{rows[0]['num_layers']} graph convolutions" if rows else "meshseg bench")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

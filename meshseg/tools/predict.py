@@ -1,0 +1,201 @@
+"""Per-vertex predictions of a trained run on mesh files, and on the run's test split.
+
+Inputs are built exactly as the pipeline builds them: the mesh is loaded as the converter
+loads it (`meshseg.data.meshfiles.load_mesh`), its 1-ring adjacency with self-edges
+(`mesh_edges`) becomes the feature dict of `meshseg.batch.mesh_features`, and the vertices
+are normalised with the run's `mean_center` / `unit_scale` (`normalize_vertices`).
+
+Command line:
+
+    python -m meshseg.tools.predict outputs/<run> my/mesh.off other.ply --out predictions \\
+        [--labels-dir my/labels --label-offset 0]
+
+writes `<out>/<stem>.ply` (the mesh, vertices coloured by predicted class) and
+`<out>/<stem>.txt` (one predicted label per line); with `--labels-dir`, it also prints
+each mesh's per-vertex accuracy against `<labels-dir>/<stem>.txt`.
+"""
+
+import argparse
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+import trimesh
+
+from meshseg.batch import as_batch, mesh_features
+from meshseg.data.adjacency import mesh_edges
+from meshseg.data.meshfiles import load_label_file, load_mesh
+from meshseg.data.pipeline import make_dataset, normalize_vertices
+from meshseg.data.records import parse_mesh_record
+from meshseg.errors import ConfigError, MeshsegError
+from meshseg.nn import model as _registers_keras_classes  # noqa: F401  (for load_model)
+from meshseg.tools.visualize import label_colors
+from meshseg.train.evaluate import confusion_matrix, make_predict_step
+from meshseg.train.summary import load_run
+
+
+@dataclass(frozen=True)
+class InputSettings:
+    """What a run's inputs need: classes K, normalisation, and its test split's shards."""
+
+    num_classes: int
+    mean_center: bool
+    unit_scale: bool
+    test_files: List[str]
+
+
+def input_settings(run_dir: str) -> InputSettings:
+    """The `InputSettings` of a run, from its stored settings and summary
+    (`meshseg.train.summary.load_run`).
+
+    Raises:
+      ConfigError: if `run_dir` holds no finished run (no run_config.yaml or summary.json).
+    """
+    run = load_run(run_dir)
+    if run.config is None or run.summary is None:
+        raise ConfigError(f"{run_dir} holds no finished meshseg run (run_config.yaml and "
+                          "summary.json are needed)")
+    data = run.config.data
+    return InputSettings(data.num_classes, data.mean_center, data.unit_scale,
+                         run.summary.test_files)
+
+
+def load_model(run_dir: str) -> keras.Model:
+    """The trained `MeshSegmentationNet` of `<run_dir>/model.keras`."""
+    return keras.models.load_model(os.path.join(run_dir, "model.keras"), compile=False)
+
+
+def mesh_inputs(vertices: np.ndarray, triangles: np.ndarray,
+                settings: InputSettings) -> Dict[str, tf.Tensor]:
+    """The model inputs of one mesh, a batch of one, as the pipeline builds them.
+
+    Args:
+      vertices: float [V, 3] vertex positions (cast to float32 before normalising).
+      triangles: int [T, 3] vertex indices.
+      settings: the run's normalisation.
+
+    Returns:
+      `meshseg.batch.mesh_features` with a batch axis of 1.
+
+    Raises:
+      ValueError: from `mesh_edges`, if a triangle references a vertex outside [0, V).
+    """
+    vertices = tf.constant(np.asarray(vertices, np.float32))
+    edges, edge_weights = mesh_edges(np.asarray(triangles), int(vertices.shape[0]))
+    normalized = normalize_vertices(vertices, settings.mean_center, settings.unit_scale)
+    return as_batch(mesh_features(normalized, edges, edge_weights))
+
+
+def predict_labels(model: keras.Model, vertices: np.ndarray, triangles: np.ndarray,
+                   settings: InputSettings) -> np.ndarray:
+    """int32 [V] predicted class of every vertex of one mesh (argmax of the logits)."""
+    logits = model(mesh_inputs(vertices, triangles, settings), training=False)
+    return np.argmax(np.asarray(logits)[0], axis=-1).astype(np.int32)
+
+
+def read_meshes(files: List[str]) -> Iterator[Dict[str, np.ndarray]]:
+    """Yields the meshes of TFRecord shards in file order: vertices float32 [V, 3],
+    triangles int32 [T, 3], labels int32 [V]."""
+    for path in files:
+        for serialized in tf.data.TFRecordDataset(path):
+            mesh = parse_mesh_record(serialized, source=path)
+            yield {key: mesh[key].numpy() for key in ("vertices", "triangles", "labels")}
+
+
+def evaluate_test_split(run_dir: str, keep_meshes: int = 3) -> Dict:
+    """Evaluates a run's model on its test split, as the run evaluated it.
+
+    Returns:
+      dict with accuracy (fraction of test vertices predicted right; equals the run's
+      eval accuracy), confusion (int64 [K, K], rows true class, columns predicted),
+      num_meshes, and meshes: the first `keep_meshes` meshes as dicts of vertices
+      float32 [V, 3], triangles int32 [T, 3], labels and predictions int32 [V].
+    """
+    settings = input_settings(run_dir)
+    model = load_model(run_dir)
+    test_data = make_dataset(settings.test_files, batch_size=1, training=False,
+                             mean_center=settings.mean_center, unit_scale=settings.unit_scale)
+    confusion = confusion_matrix(make_predict_step(model, jit=False), test_data,
+                                 settings.num_classes)
+    meshes = []
+    for index, mesh in enumerate(read_meshes(settings.test_files)):
+        if index >= keep_meshes:
+            break
+        predictions = predict_labels(model, mesh["vertices"], mesh["triangles"], settings)
+        meshes.append({**mesh, "predictions": predictions})
+    return {"accuracy": float(np.trace(confusion) / max(confusion.sum(), 1)),
+            "confusion": confusion,
+            "num_meshes": sum(1 for _ in tf.data.TFRecordDataset(settings.test_files)),
+            "meshes": meshes}
+
+
+def write_prediction(out_dir: str, stem: str, vertices: np.ndarray, triangles: np.ndarray,
+                     labels: np.ndarray) -> Tuple[str, str]:
+    """Writes `<stem>.ply` (vertices coloured by `label_colors`) and `<stem>.txt` (one
+    label per line) into `out_dir` (created if missing); returns both paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    ply_path, txt_path = (os.path.join(out_dir, stem + ext) for ext in (".ply", ".txt"))
+    mesh = trimesh.Trimesh(vertices, triangles, vertex_colors=label_colors(labels),
+                           process=False)
+    mesh.export(ply_path)
+    np.savetxt(txt_path, labels, fmt="%d")
+    return ply_path, txt_path
+
+
+def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
+                  labels_dir: Optional[str] = None, label_offset: int = 0) -> Dict[str, float]:
+    """Predicts and writes every mesh of `mesh_paths` (see the module docstring).
+
+    Written labels are predicted classes - `label_offset`, i.e. in the label files'
+    convention. With `labels_dir`, `<labels_dir>/<stem>.txt` + `label_offset` are the true
+    classes.
+
+    Returns:
+      {mesh path: per-vertex accuracy} for the meshes with label files (empty without
+      `labels_dir`).
+
+    Raises:
+      InvalidMeshError: if a mesh cannot be loaded as the converter loads it.
+      ValueError: if a mesh's label count differs from its vertex count.
+    """
+    settings = input_settings(run_dir)
+    model = load_model(run_dir)
+    accuracies = {}
+    for path in mesh_paths:
+        vertices, triangles = load_mesh(path)
+        predictions = predict_labels(model, vertices, triangles, settings)
+        write_prediction(out_dir, Path(path).stem, vertices, triangles,
+                         predictions - label_offset)
+        if labels_dir:
+            labels = load_label_file(Path(labels_dir) / f"{Path(path).stem}.txt")
+            if len(labels) != len(predictions):
+                raise ValueError(f"{path}: {len(labels)} labels for {len(predictions)} vertices")
+            accuracies[path] = float(np.mean(labels + label_offset == predictions))
+    return accuracies
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", help="a run directory with model.keras")
+    parser.add_argument("meshes", nargs="+", help="mesh files trimesh reads (OFF, PLY, OBJ, ...)")
+    parser.add_argument("--out", default="predictions", help="output directory")
+    parser.add_argument("--labels-dir", help="folder of <stem>.txt true labels, one per vertex")
+    parser.add_argument("--label-offset", type=int, default=0,
+                        help="class = label + offset (1 for the RNA data's -1 = unlabelled)")
+    args = parser.parse_args(argv)
+    try:
+        accuracies = predict_files(args.run_dir, args.meshes, args.out, args.labels_dir,
+                                   args.label_offset)
+    except MeshsegError as error:
+        parser.exit(error.exit_code, f"error: {error}\n")
+    print(f"wrote {len(args.meshes)} predictions to {args.out}")
+    for path, accuracy in accuracies.items():
+        print(f"{path}: accuracy {accuracy:.4f}")
+
+
+if __name__ == "__main__":
+    main()

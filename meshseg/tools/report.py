@@ -1,0 +1,208 @@
+"""Compare the runs of a directory (one run or a Hydra sweep) from their event files.
+
+Command line:
+
+    python -m meshseg.tools.report multirun/<date>_<time> [--out DIR]
+
+prints one row per run (impl, jit, loop, median step time with its interquartile range
+and min-max in ms, compile time in s, peak memory in MiB, final eval accuracy and mean
+IoU) and writes `report.md` with that table and three PNG plots into DIR (default: the
+given directory): `step_time_vs_accuracy.png`, `loss_curves.png`, `step_time_box.png`.
+
+Every number comes from the event files: `train/` (step_time_ms, compile_time_s, loss),
+`eval/` (accuracy, mean_iou) and the run directory's own file (peak_rss_mib, written by
+`meshseg.train.hparams`); they agree with `summary.json`. Figures are drawn on
+`matplotlib.figure.Figure` (the Agg canvas), never through pyplot's global state.
+"""
+
+import argparse
+import os
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+from matplotlib.figure import Figure
+from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
+
+from meshseg.train.summary import load_run
+
+PLOTS = ("step_time_vs_accuracy.png", "loss_curves.png", "step_time_box.png")
+
+
+def find_runs(root: str) -> List[str]:
+    """Sorted run directories under `root` (itself included): directories holding
+    `summary.json` or a `train/` folder with event files. Hidden folders are skipped."""
+    runs = []
+    for directory, subdirs, files in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
+        train_dir = os.path.join(directory, "train")
+        has_events = os.path.isdir(train_dir) and any(
+            "tfevents" in name for name in os.listdir(train_dir))
+        if "summary.json" in files or has_events:
+            runs.append(directory)
+    return sorted(runs)
+
+
+def read_scalars(event_dir: str) -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
+    """{tag: (steps int64 [N], values float64 [N])} of the scalars in `event_dir`'s own
+    event files (not its subfolders); empty if it has none. Non-scalar summaries (e.g. the
+    HParams session) are skipped."""
+    if not os.path.isdir(event_dir):
+        return {}
+    events = EventAccumulator(event_dir, size_guidance={"tensors": 0})
+    events.Reload()
+    scalars = {}
+    for tag in events.Tags()["tensors"]:
+        if events.SummaryMetadata(tag).plugin_data.plugin_name != "scalars":
+            continue
+        points = events.Tensors(tag)
+        scalars[tag] = (np.array([p.step for p in points], np.int64),
+                        np.array([float(tf.make_ndarray(p.tensor_proto)) for p in points]))
+    return scalars
+
+
+def _last(scalars: Dict, tag: str) -> Optional[float]:
+    return float(scalars[tag][1][-1]) if tag in scalars else None
+
+
+def run_record(run_dir: str) -> Dict:
+    """One run's comparison numbers, read from its event files.
+
+    Returns:
+      dict with run_dir; impl, jit, loop (from the run's settings and summary,
+      `meshseg.train.summary.load_run`; "?" if missing); label
+      ("impl loop jit=..."); step_times_ms float64 [N] (steps after compilation);
+      median_step_ms, q1_step_ms, q3_step_ms, min_step_ms, max_step_ms (ms, None without
+      steps); compile_s (sum of compile_time_s, s); peak_mib (MiB or None); loss (steps
+      [N], values [N]); accuracy, mean_iou, baseline (last eval values or None).
+    """
+    run = load_run(run_dir)
+    train, evaluation = (read_scalars(os.path.join(run_dir, split)) for split in ("train", "eval"))
+    own = read_scalars(run_dir)
+    times = train.get("step_time_ms", (None, np.zeros(0)))[1]
+    quantiles = np.percentile(times, [0, 25, 50, 75, 100]) if times.size else [None] * 5
+    record = {"impl": run.summary.impl if run.summary else "?",
+              "jit": run.config.jit if run.config else "?",
+              "loop": run.config.loop.name if run.config else "?"}
+    record.update(
+        run_dir=run_dir, label=f"{record['impl']} {record['loop']} jit={record['jit']}",
+        step_times_ms=times,
+        **{f"{name}_step_ms": None if q is None else float(q)
+           for name, q in zip(("min", "q1", "median", "q3", "max"), quantiles)},
+        compile_s=float(np.sum(train["compile_time_s"][1])) if "compile_time_s" in train else 0.0,
+        peak_mib=_last(own, "peak_rss_mib"),
+        loss=train.get("loss", (np.zeros(0, np.int64), np.zeros(0))),
+        accuracy=_last(evaluation, "accuracy"), mean_iou=_last(evaluation, "mean_iou"),
+        baseline=_last(evaluation, "majority_baseline_accuracy"))
+    return record
+
+
+def load_records(root: str) -> List[Dict]:
+    """`run_record` of every run under `root`; labels shared by several runs get the run
+    directory's name appended.
+
+    Raises:
+      FileNotFoundError: if `root` holds no run.
+    """
+    records = [run_record(run_dir) for run_dir in find_runs(root)]
+    if not records:
+        raise FileNotFoundError(f"no run (summary.json or train/ events) under {root}")
+    labels = [r["label"] for r in records]
+    for record in records:
+        if labels.count(record["label"]) > 1:
+            record["label"] += f" ({os.path.basename(os.path.normpath(record['run_dir']))})"
+    return records
+
+
+def _fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def format_table(records: List[Dict]) -> str:
+    """A Markdown table, one row per record (see the module docstring for the columns)."""
+    header = ["run", "impl", "jit", "loop", "step ms (median)", "IQR", "min-max",
+              "compile s", "peak MiB", "accuracy", "mIoU"]
+    rows = [header, ["---"] * len(header)]
+    for r in records:
+        rows.append([
+            os.path.basename(os.path.normpath(r["run_dir"])), str(r["impl"]), str(r["jit"]),
+            str(r["loop"]), _fmt(r["median_step_ms"], ".1f"),
+            f"{_fmt(r['q1_step_ms'], '.1f')}-{_fmt(r['q3_step_ms'], '.1f')}",
+            f"{_fmt(r['min_step_ms'], '.1f')}-{_fmt(r['max_step_ms'], '.1f')}",
+            _fmt(r["compile_s"], ".2f"), _fmt(r["peak_mib"], ".0f"),
+            _fmt(r["accuracy"], ".4f"), _fmt(r["mean_iou"], ".4f")])
+    return "\n".join("| " + " | ".join(row) + " |" for row in rows)
+
+
+def plot_step_time_vs_accuracy(records: List[Dict]) -> Figure:
+    """Scatter of median step time (ms, x) against final eval accuracy (y), one labelled
+    point per run with its interquartile range as a horizontal error bar."""
+    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    for r in records:
+        if r["median_step_ms"] is None or r["accuracy"] is None:
+            continue
+        error = [[r["median_step_ms"] - r["q1_step_ms"]], [r["q3_step_ms"] - r["median_step_ms"]]]
+        ax.errorbar(r["median_step_ms"], r["accuracy"], xerr=error, fmt="o", capsize=3,
+                    label=r["label"])
+    ax.set(xlabel="median step time (ms); bars: interquartile range", ylabel="eval accuracy",
+           title="step time vs accuracy")
+    ax.legend(fontsize="small")
+    return fig
+
+
+def plot_loss_curves(records: List[Dict]) -> Figure:
+    """Training loss against step, one line per run."""
+    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    for r in records:
+        ax.plot(*r["loss"], label=r["label"])
+    ax.set(xlabel="step", ylabel="training loss", title="training loss")
+    ax.legend(fontsize="small")
+    return fig
+
+
+def plot_step_time_box(records: List[Dict]) -> Figure:
+    """Box plot of the per-step times (ms) of each run, compilation steps excluded."""
+    fig = Figure(figsize=(max(5, 1.4 * len(records)), 4.5), layout="constrained")
+    ax = fig.add_subplot()
+    ax.boxplot([r["step_times_ms"] for r in records], tick_labels=[r["label"] for r in records])
+    ax.tick_params(axis="x", labelrotation=30, labelsize="small")
+    ax.set(ylabel="step time (ms)", title="step-time distribution")
+    return fig
+
+
+def write_report(root: str, out_dir: Optional[str] = None) -> Dict[str, str]:
+    """Writes `report.md` and the `PLOTS` of the runs under `root` into `out_dir`
+    (default `root`).
+
+    Returns:
+      {"table": the Markdown table, "report": report.md path, <plot name>: its path}.
+    """
+    out_dir = out_dir or root
+    os.makedirs(out_dir, exist_ok=True)
+    records = load_records(root)
+    table = format_table(records)
+    figures = (plot_step_time_vs_accuracy, plot_loss_curves, plot_step_time_box)
+    paths = {"table": table, "report": os.path.join(out_dir, "report.md")}
+    for name, plot in zip(PLOTS, figures):
+        paths[name] = os.path.join(out_dir, name)
+        plot(records).savefig(paths[name], dpi=100)
+    with open(paths["report"], "w") as f:
+        f.write(f"# Runs under `{root}`\n\n{table}\n\n")
+        f.write("".join(f"![{name[:-4]}]({name})\n\n" for name in PLOTS))
+    return paths
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("root", help="a run directory or a sweep directory of runs")
+    parser.add_argument("--out", help="output directory (default: root)")
+    args = parser.parse_args(argv)
+    paths = write_report(args.root, args.out)
+    print(paths["table"])
+    print(f"wrote {paths['report']} and {', '.join(PLOTS)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""The controller: everything around the training steps that both loops share.
+
+A loop (`meshseg.train.custom_loop`, `meshseg.train.keras_loop`) only runs steps. The
+controller restores the latest checkpoint (and with it the step a resumed run starts
+from), catches SIGINT/SIGTERM, logs every step, evaluates and saves checkpoints on the
+schedule, and turns a non-finite step into a `NonFiniteError` naming the last good
+checkpoint. (`tf.train.CheckpointManager` + a step counter, as tensorflow/models'
+orbit controller.)
+"""
+
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Protocol
+
+import keras
+import tensorflow as tf
+
+from meshseg.errors import Interrupted, NonFiniteError
+from meshseg.train.checkpoints import StopSignals, TrainingCheckpoint
+from meshseg.train.summaries import RunLogger
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When things happen, in steps: train `steps` in all, evaluate every `eval_every`
+    and checkpoint every `checkpoint_every` steps (and both at the last step), keep the
+    latest `checkpoints_kept` checkpoints."""
+
+    steps: int
+    eval_every: int
+    checkpoint_every: int
+    checkpoints_kept: int
+
+
+class Loop(Protocol):
+    """A training loop: runs the controller's remaining steps, calling `step_done` after
+    each. `input_state` is its checkpointable input iterator, if it has one."""
+
+    input_state: Optional[tf.data.Iterator]
+
+    def run(self, controller: "Controller") -> None: ...
+
+
+class Controller:
+    """Owns checkpoint/restore, the resume step, stop signals, logging and the evaluation
+    and checkpoint schedule of one run.
+
+    Args:
+      output_dir: where checkpoints (`checkpoints/`) and event files (`train/`, `eval/`)
+        go: the run directory, or a scratch directory on non-chief workers.
+      model, optimizer: the built model and its optimizer (checkpointed).
+      schedule: the `Schedule`.
+      run_eval: evaluates on the test split; returns {metric name: value}.
+      input_state: optional `tf.data` iterator whose position is checkpointed too, so a
+        resumed run sees exactly the batches an uninterrupted run would.
+
+    Attributes:
+      start_step: the step restored from the latest checkpoint (0 for a fresh run); the
+        first step to run is `start_step + 1`.
+      logger: the run's `RunLogger`.
+    """
+
+    def __init__(self, output_dir: str, model: keras.Model,
+                 optimizer: keras.optimizers.Optimizer, schedule: Schedule,
+                 run_eval: Callable[[], Dict[str, float]],
+                 input_state: Optional[tf.data.Iterator] = None):
+        self.schedule = schedule
+        self.run_eval = run_eval
+        self.checkpoint = TrainingCheckpoint(output_dir, model, optimizer, input_state,
+                                             schedule.checkpoints_kept)
+        self.start_step = self.checkpoint.restore_latest()
+        self.logger = RunLogger(output_dir, schedule.steps, initial_step=self.start_step)
+        self.signals = StopSignals()
+
+    @property
+    def remaining_steps(self) -> range:
+        """The numbers of the steps still to run."""
+        return range(self.start_step + 1, self.schedule.steps + 1)
+
+    def train(self, loop: Loop) -> None:
+        """Runs `loop` over the remaining steps with SIGINT/SIGTERM caught.
+
+        Raises:
+          NonFiniteError: from `stop_non_finite`.
+          Interrupted: after a stop signal, once the checkpoint is saved.
+        """
+        if not self.remaining_steps:
+            return
+        with self.signals:
+            loop.run(self)
+
+    def step_done(self, step: int, loss: float, accuracy: float, seconds: float,
+                  num_vertices: int, compiled: bool) -> None:
+        """Logs step `step`, then evaluates every `eval_every` steps and at the last step;
+        flushes the event files and saves a checkpoint every `checkpoint_every` steps, at
+        the last step and when a stop signal arrived; then raises `Interrupted` for it.
+
+        Args:
+          seconds: the step's wall time (s); compiled: whether it traced/compiled.
+        """
+        self.logger.log_step(step, loss, accuracy, seconds, num_vertices, compiled)
+        last = step == self.schedule.steps
+        if step % self.schedule.eval_every == 0 or last:
+            self.logger.log_eval(step, self.run_eval())
+        if step % self.schedule.checkpoint_every == 0 or last or self.signals.received:
+            self.logger.flush()
+            self.checkpoint.save(step)
+        if self.signals.received:
+            raise Interrupted(f"stopped by signal {self.signals.received} after step {step}; "
+                              f"checkpoint saved in {self.checkpoint.manager.directory}",
+                              self.signals.received)
+
+    def stop_non_finite(self, step: int, loss: float, detail: str) -> None:
+        """Ends the run at a step with a non-finite loss or gradient.
+
+        Raises:
+          NonFiniteError: "step N: non-finite loss (L) or gradient; <detail>. Last good
+            checkpoint: <path or none>".
+        """
+        raise NonFiniteError(
+            f"step {step}: non-finite loss ({loss}) or gradient; {detail}. Last good "
+            f"checkpoint: {self.checkpoint.manager.latest_checkpoint or 'none'}")

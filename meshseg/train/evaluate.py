@@ -1,0 +1,45 @@
+"""Evaluation on a split: per-vertex accuracy, mean IoU and the majority-class baseline."""
+
+from typing import Callable, Dict
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from meshseg.batch import without_mesh_ids
+from meshseg.train.metrics import ConfusionMatrix, majority_baseline, mean_iou
+
+
+def make_predict_step(model: keras.Model, jit: bool) -> Callable:
+    """A `tf.function` (XLA-compiled when `jit`) mapping a batch's features to logits
+    [B, V, K] (the string mesh ids are dropped first)."""
+    step = tf.function(lambda features: model(features, training=False), jit_compile=jit)
+    return lambda features: step(without_mesh_ids(features))
+
+
+def confusion_matrix(predict_step: Callable, dataset: tf.data.Dataset,
+                     num_classes: int) -> np.ndarray:
+    """int64 [K, K] per-vertex confusion over one pass of `dataset` (rows: true class,
+    columns: predicted), padded vertices left out."""
+    confusion = ConfusionMatrix(num_classes)
+    for features, labels in dataset:
+        confusion.update_state(labels, predict_step(features))
+    return confusion.confusion()
+
+
+def scores(confusion: np.ndarray, train_histogram: np.ndarray) -> Dict[str, float]:
+    """`accuracy` (fraction of vertices right), `mean_iou` (over classes present in labels
+    or predictions) and `majority_baseline_accuracy` (always predicting the most frequent
+    training class) of a confusion matrix [K, K]."""
+    true_counts = confusion.sum(axis=1)
+    return {
+        "accuracy": float(np.trace(confusion) / max(true_counts.sum(), 1)),
+        "mean_iou": mean_iou(confusion),
+        "majority_baseline_accuracy": majority_baseline(train_histogram, true_counts),
+    }
+
+
+def evaluate(predict_step: Callable, dataset: tf.data.Dataset, num_classes: int,
+             train_histogram: np.ndarray) -> Dict[str, float]:
+    """`scores` of one pass of `dataset`, as the run logs them to `eval/`."""
+    return scores(confusion_matrix(predict_step, dataset, num_classes), train_histogram)

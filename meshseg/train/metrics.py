@@ -1,0 +1,112 @@
+"""Masked per-vertex loss and metrics: padded vertices carry the label -1 and never count."""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from meshseg.batch import LABEL_PADDING, real_vertices
+
+
+def masked_cross_entropy(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+    """Mean softmax cross-entropy over real vertices.
+
+    Args:
+      labels: int32 [B, V], -1 on padded vertices.
+      logits: float [B, V, K].
+
+    Returns:
+      float32 scalar: sum of per-vertex losses / number of real vertices (0 if none).
+    """
+    labels = tf.cast(labels, tf.int32)
+    valid = labels != LABEL_PADDING
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.where(valid, labels, 0), logits=tf.cast(logits, tf.float32))
+    weights = tf.cast(valid, tf.float32)
+    return tf.math.divide_no_nan(tf.reduce_sum(losses * weights), tf.reduce_sum(weights))
+
+
+def correct_vertices(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+    """Number of real vertices whose argmax class is their label (float32 scalar)."""
+    hits = tf.cast(tf.argmax(logits, -1, output_type=tf.int32) == labels, tf.float32)
+    return tf.reduce_sum(hits * real_vertices(labels))
+
+
+def batch_accuracy(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
+    """Per-vertex accuracy of one batch over real vertices (float32 scalar)."""
+    return tf.math.divide_no_nan(correct_vertices(labels, logits),
+                                 tf.reduce_sum(real_vertices(labels)))
+
+
+@keras.saving.register_keras_serializable(package="meshseg")
+class MaskedCrossEntropy(keras.losses.Loss):
+    """`masked_cross_entropy` as a Keras loss for `Model.fit` (y_true [B, V], y_pred [B, V, K])."""
+
+    def __init__(self, name="masked_cross_entropy", **kwargs):
+        super().__init__(name=name, **kwargs)
+
+    def call(self, y_true, y_pred):
+        return masked_cross_entropy(y_true, y_pred)
+
+
+@keras.saving.register_keras_serializable(package="meshseg")
+class ConfusionMatrix(keras.metrics.Metric):
+    """Per-vertex confusion matrix [K, K] (rows: true class, columns: predicted) over real vertices.
+
+    `result()` is the mean IoU over classes that occur in the labels or the predictions;
+    `confusion()` returns the matrix as int64 numpy for per-class IoU.
+    """
+
+    def __init__(self, num_classes: int, name="mean_iou", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.num_classes = num_classes
+        self.matrix = self.add_variable(shape=(num_classes, num_classes), initializer="zeros",
+                                        name="matrix", dtype="float64")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = tf.reshape(tf.cast(y_true, tf.int32), [-1])
+        y_pred = tf.reshape(tf.argmax(y_pred, axis=-1, output_type=tf.int32), [-1])
+        valid = y_true != LABEL_PADDING
+        self.matrix.assign_add(tf.math.confusion_matrix(
+            tf.boolean_mask(y_true, valid), tf.boolean_mask(y_pred, valid),
+            num_classes=self.num_classes, dtype=tf.float64))
+
+    def result(self):
+        return tf.constant(mean_iou(self.confusion()), tf.float32)
+
+    def confusion(self) -> np.ndarray:
+        return np.asarray(self.matrix.numpy(), dtype=np.int64)
+
+    def get_config(self):
+        return {**super().get_config(), "num_classes": self.num_classes}
+
+
+def per_class_iou(confusion: np.ndarray) -> np.ndarray:
+    """float64 [K] IoU of each class of a confusion matrix [K, K] (rows true, columns
+    predicted): TP / (TP + FP + FN); NaN for a class absent from labels and predictions."""
+    confusion = np.asarray(confusion, np.float64)
+    true_pos = np.diag(confusion)
+    union = confusion.sum(0) + confusion.sum(1) - true_pos
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(union > 0, true_pos / union, np.nan)
+
+
+def mean_iou(confusion: np.ndarray) -> float:
+    """Mean of `per_class_iou` over the classes that occur in labels or predictions (0 when
+    none does)."""
+    iou = per_class_iou(confusion)
+    present = ~np.isnan(iou)
+    return float(iou[present].mean()) if present.any() else 0.0
+
+
+def majority_baseline(train_histogram: np.ndarray, confusion_true_counts: np.ndarray) -> float:
+    """Accuracy of always predicting the most frequent training class.
+
+    Args:
+      train_histogram: int [K] vertex count per class in the training split.
+      confusion_true_counts: int [K] vertex count per class in the evaluated split.
+
+    Returns:
+      fraction in [0, 1].
+    """
+    total = confusion_true_counts.sum()
+    return float(confusion_true_counts[int(np.argmax(train_histogram))] / total) if total else 0.0

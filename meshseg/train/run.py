@@ -1,0 +1,210 @@
+"""The run: from the composed config to a trained, evaluated and saved model.
+
+`run` is the only code that sees the configuration as a whole. It checks it, claims the
+run directory, builds the data, the model and the loop, and hands the steps to the
+`Controller`; everything below it receives built objects or plain typed values.
+"""
+
+import dataclasses
+import logging
+import os
+import shutil
+import tempfile
+import time
+
+import keras
+import tensorflow as tf
+from hydra.utils import to_absolute_path
+from omegaconf import DictConfig, OmegaConf
+
+from meshseg.config import ModelConfig, OptimizerConfig, TrainConfig, check
+from meshseg.data.sources import DataInfo, build_datasets
+from meshseg.errors import ConfigError, DataError
+from meshseg.nn.model import MeshSegmentationNet
+from meshseg.nn.ops import XLA_FORMULATION
+from meshseg.train.autotune import choose_impl
+from meshseg.train.controller import Controller, Loop, Schedule
+from meshseg.train.custom_loop import CustomLoop
+from meshseg.train.distribute import barrier, is_chief, is_replicated, shard_by_data
+from meshseg.train.evaluate import evaluate, make_predict_step
+from meshseg.train.hparams import log_hparams
+from meshseg.train.keras_loop import KerasLoop
+from meshseg.train.rundir import claim_run_dir
+from meshseg.train.summaries import peak_rss_mib
+from meshseg.train.summary import RunSummary
+
+log = logging.getLogger(__name__)
+
+
+def typed_config(cfg: DictConfig) -> TrainConfig:
+    """The composed DictConfig as the typed `TrainConfig`, checked (`meshseg.config.check`).
+
+    Raises:
+      ConfigError: for a value the schema's types cannot check.
+    """
+    config = OmegaConf.to_object(cfg)
+    check(config)
+    if config.resume is not None and not os.path.isdir(to_absolute_path(config.resume)):
+        raise ConfigError(f"resume={config.resume}: no such run directory")
+    return config
+
+
+def load_data(config: TrainConfig):
+    """`meshseg.data.sources.build_datasets` of the run's data settings.
+
+    Raises:
+      ConfigError: for a missing path or glob, or labels that do not fit num_classes.
+      DataError: for a mesh that does not convert or a bad record (the message names the
+        file, and shard and record).
+    """
+    try:
+        return build_datasets(config.data, seed=config.seed, jit=config.jit)
+    except tf.errors.OpError as error:
+        raise DataError(error.message) from None
+
+
+def build_model(num_classes: int, impl: str, model: ModelConfig, precision: str,
+                jit: bool) -> MeshSegmentationNet:
+    """The network with its layers in the `precision` policy (the logits stay float32),
+    its variables created. Call inside the strategy's scope."""
+    keras.mixed_precision.set_global_policy(precision)
+    try:
+        network = MeshSegmentationNet(num_classes, impl=impl, xla=jit,
+                                      **dataclasses.asdict(model))
+    finally:  # the policy applies to layers built above only; other code keeps float32
+        keras.mixed_precision.set_global_policy("float32")
+    network.build_from_config({})
+    return network
+
+
+def build_optimizer(model: keras.Model, settings: OptimizerConfig,
+                    precision: str) -> keras.optimizers.Optimizer:
+    """Adam with exponential learning-rate decay, wrapped in a LossScaleOptimizer for
+    mixed_float16, its variables created. Call inside the strategy's scope."""
+    schedule = keras.optimizers.schedules.ExponentialDecay(
+        settings.learning_rate, settings.decay_steps, settings.decay_rate)
+    optimizer = keras.optimizers.Adam(schedule, beta_1=settings.beta_1, epsilon=settings.epsilon)
+    if precision == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    optimizer.build(model.trainable_variables)
+    return optimizer
+
+
+def build_loop(config: TrainConfig, model: keras.Model, optimizer: keras.optimizers.Optimizer,
+               dataset: tf.data.Dataset, strategy: tf.distribute.Strategy) -> Loop:
+    """The `loop` group's loop over the training batches."""
+    if config.loop.name == "custom":
+        return CustomLoop(model, optimizer, dataset, strategy, config.jit)
+    return KerasLoop(model, optimizer, dataset, config.jit)
+
+
+def choose_implementation(config: TrainConfig, train_data: tf.data.Dataset) -> str:
+    """`impl.name`, or for impl=auto the fastest candidate on the first batch."""
+    impl = config.impl.name
+    if impl == "auto":
+        features, labels = next(iter(train_data))
+        impl = choose_impl(features, labels, config.jit, config.data.num_classes,
+                           dataclasses.asdict(config.model),
+                           config.impl.candidates, config.impl.timing_steps,
+                           config.impl.cache_file)
+    if config.jit:
+        log.info("impl=%s under XLA uses %s", impl, XLA_FORMULATION[impl])
+    return impl
+
+
+def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunSummary:
+    """Trains and evaluates as configured.
+
+    Writes event files, checkpoints, `summary.json` and `model.keras` under `run_dir`, or
+    under `cfg.resume` when set. A run directory that already holds this run (same
+    settings) is resumed from its latest checkpoint; one that holds its finished run is
+    left as it is.
+
+    Args:
+      cfg: the composed config (`conf/train.yaml`).
+      run_dir: the run directory (Hydra's output directory).
+      strategy: the strategy `meshseg.train.distribute.configure_runtime` made before
+        TensorFlow's runtime started (train.py does this); TensorFlow's default strategy
+        for one device.
+
+    Returns:
+      the `RunSummary`.
+
+    Raises:
+      ConfigError, RunDirError: before any output is written.
+      DataError: for a mesh or record that cannot be read (before training).
+      NonFiniteError, Interrupted: from training (a checkpoint is kept).
+    """
+    start = time.perf_counter()
+    config = typed_config(cfg)
+    if config.resume is not None:
+        run_dir = to_absolute_path(config.resume)
+    keras.utils.set_random_seed(config.seed)
+    if config.deterministic:
+        tf.config.experimental.enable_op_determinism()
+    train_data, test_data, data_info = load_data(config)
+    if is_replicated(strategy):
+        train_data = shard_by_data(train_data)
+    if claim_run_dir(run_dir, cfg):
+        finished = RunSummary.load(run_dir)
+        if finished is not None and finished.steps >= config.steps:
+            log.info("%s already completed %d steps; nothing to do", run_dir, finished.steps)
+            return finished
+        log.info("continuing the run in %s", run_dir)
+
+    impl = choose_implementation(config, train_data)
+    with strategy.scope():
+        model = build_model(config.data.num_classes, impl, config.model, config.precision,
+                            config.jit)
+        optimizer = build_optimizer(model, config.optimizer, config.precision)
+    loop = build_loop(config, model, optimizer, train_data, strategy)
+    predict_step = make_predict_step(model, config.jit)
+
+    def run_eval():
+        return evaluate(predict_step, test_data, config.data.num_classes,
+                        data_info.train_histogram)
+
+    # Only the chief writes summaries and checkpoints; other workers write theirs (needed
+    # by the collective ops) to a scratch directory that is removed afterwards.
+    output_dir = run_dir if is_chief(strategy) else tempfile.mkdtemp(prefix="meshseg-worker-")
+    schedule = Schedule(config.steps, config.eval_every, config.checkpoint.every,
+                        config.checkpoint.keep)
+    controller = Controller(output_dir, model, optimizer, schedule, run_eval, loop.input_state)
+    if controller.start_step:
+        log.info("resuming from the checkpoint of step %d", controller.start_step)
+    try:
+        controller.train(loop)
+    finally:
+        controller.logger.close()
+        summary = summarize(controller, impl, strategy, data_info, time.perf_counter() - start)
+        if output_dir == run_dir:
+            summary.save(run_dir)
+            log_hparams(run_dir, config, summary)
+        else:
+            shutil.rmtree(output_dir, ignore_errors=True)
+    model.save(os.path.join(run_dir, "model.keras"), include_optimizer=False)
+    barrier(strategy)
+    log_results(run_dir, summary)
+    return summary
+
+
+def summarize(controller: Controller, impl: str, strategy: tf.distribute.Strategy,
+              data_info: DataInfo, wall_time_s: float) -> RunSummary:
+    """The `RunSummary` of a run whose controller has stopped."""
+    evaluation = controller.logger.last_eval
+    return RunSummary(
+        impl=impl, replicas=strategy.num_replicas_in_sync, test_files=data_info.files["test"],
+        steps=controller.logger.steps_done, wall_time_s=round(wall_time_s, 2), pid=os.getpid(),
+        **controller.logger.step_times(), peak_rss_mib=peak_rss_mib(),
+        **{f"eval_{name}": value for name, value in evaluation.items()})
+
+
+def log_results(run_dir: str, summary: RunSummary) -> None:
+    """The run's headline numbers, in the console log."""
+    log.info("run directory: %s", run_dir)
+    log.info("median step time %.1f ms, compile time %.1f s, wall time %.0f s",
+             summary.median_step_time_ms or float("nan"), summary.compile_time_s,
+             summary.wall_time_s)
+    log.info("test accuracy %.4f (majority-class baseline %.4f), mean IoU %.4f",
+             summary.eval_accuracy, summary.eval_majority_baseline_accuracy,
+             summary.eval_mean_iou)

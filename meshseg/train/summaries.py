@@ -1,0 +1,128 @@
+"""Per-step and per-evaluation TensorBoard summaries, console progress, and peak memory."""
+
+import os
+import resource
+import socket
+import statistics
+import sys
+import time
+from typing import Dict, List
+
+import tensorflow as tf
+from tensorboard.compat.proto import event_pb2
+from tensorboard.summary.writer.record_writer import RecordWriter
+from tqdm.auto import tqdm
+
+
+def peak_rss_mib() -> float:
+    """The peak resident memory of this process so far (MiB): `ru_maxrss`, which Linux
+    gives in KiB and macOS in bytes. Reset per process by `meshseg.tools.bench`."""
+    max_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return max_rss / (2**20 if sys.platform == "darwin" else 2**10)
+
+
+def write_session_start(log_dir: str, step: int) -> str:
+    """Writes an event file holding a SessionLog START at `step` into `log_dir`.
+
+    Every (re)start of a run writes one. At the second and later STARTs TensorBoard drops
+    the events with step >= `step` read before it: the steps an interrupted run logged
+    after its last checkpoint, which the resumed run logs again. The file is named to sort
+    after existing event files and before the next `tf.summary` writer's (same time
+    prefix, then "0" sorts before any process id).
+
+    Returns:
+      the path written.
+    """
+    os.makedirs(log_dir, exist_ok=True)
+    path = os.path.join(log_dir, f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}"
+                                 f".0-session-start-at-{step}")
+    events = [event_pb2.Event(wall_time=time.time(), file_version="brain.Event:2"),
+              event_pb2.Event(wall_time=time.time(), step=step,
+                              session_log=event_pb2.SessionLog(status=event_pb2.SessionLog.START))]
+    with open(path, "wb") as f:
+        writer = RecordWriter(f)
+        for event in events:
+            writer.write(event.SerializeToString())
+    return path
+
+
+class RunLogger:
+    """Writes `<run_dir>/train` and `<run_dir>/eval` event files and a progress bar with ETA.
+
+    Train scalars per step: `loss`, `accuracy` (per-vertex, the step's batch),
+    `step_time_ms` (wall time around the step, synchronised on its loss),
+    `vertices_per_second` (real, unpadded vertices / step time). A step that traced or
+    compiled the step function is logged as `compile_time_s` instead of step time.
+    Eval scalars: `accuracy`, `mean_iou`, `majority_baseline_accuracy`.
+
+    Args:
+      run_dir: directory of this run (Hydra's output directory).
+      total_steps: number of training steps, for the progress bar's ETA.
+      initial_step: the step a resumed run restarts from (its latest checkpoint). Events
+        an interrupted run logged after it are superseded (see `write_session_start`),
+        so curves show every step once.
+    """
+
+    def __init__(self, run_dir: str, total_steps: int, initial_step: int = 0):
+        for split in ("train", "eval"):
+            write_session_start(os.path.join(run_dir, split), initial_step + 1)
+        self.train_writer = tf.summary.create_file_writer(os.path.join(run_dir, "train"))
+        self.eval_writer = tf.summary.create_file_writer(os.path.join(run_dir, "eval"))
+        self.step_times_ms: List[float] = []
+        self.compile_times_s: List[float] = []
+        self.last_eval: Dict[str, float] = {}
+        self.progress = tqdm(total=total_steps, initial=initial_step, desc="train", unit="step",
+                             dynamic_ncols=True)
+
+    def flush(self) -> None:
+        """Writes pending events to disk (before a checkpoint, so a killed run resumed from
+        it misses no step in its curves)."""
+        self.train_writer.flush()
+        self.eval_writer.flush()
+
+    def log_step(self, step: int, loss: float, accuracy: float, seconds: float,
+                 num_vertices: int, compiled: bool) -> None:
+        """Records one training step; `seconds` is its wall time, `compiled` if it traced."""
+        with self.train_writer.as_default(step=step):
+            tf.summary.scalar("loss", loss)
+            tf.summary.scalar("accuracy", accuracy)
+            if compiled:
+                self.compile_times_s.append(seconds)
+                tf.summary.scalar("compile_time_s", seconds)
+            else:
+                self.step_times_ms.append(1e3 * seconds)
+                tf.summary.scalar("step_time_ms", 1e3 * seconds)
+                tf.summary.scalar("vertices_per_second", num_vertices / seconds)
+        self.progress.update(1)
+        self.progress.set_postfix(loss=f"{loss:.3f}", acc=f"{accuracy:.3f}")
+
+    def log_eval(self, step: int, results: Dict[str, float]) -> None:
+        """Records evaluation `results` (accuracy, mean_iou, majority_baseline_accuracy)."""
+        with self.eval_writer.as_default(step=step):
+            for name, value in results.items():
+                tf.summary.scalar(name, value)
+        self.last_eval = dict(results)
+        self.progress.write(f"eval @ step {step}: " + ", ".join(
+            f"{name} {value:.4f}" for name, value in results.items()))
+
+    @property
+    def steps_done(self) -> int:
+        """The step the run has reached (including the steps before a resume)."""
+        return self.progress.n
+
+    def step_times(self) -> Dict:
+        """Median/min/max step time (ms, None without timed steps), compile time (s) and
+        the number of compiling steps, over the steps this process ran."""
+        times = self.step_times_ms
+        return {
+            "median_step_time_ms": statistics.median(times) if times else None,
+            "min_step_time_ms": min(times) if times else None,
+            "max_step_time_ms": max(times) if times else None,
+            "compile_time_s": sum(self.compile_times_s),
+            "num_compilations": len(self.compile_times_s),
+        }
+
+    def close(self) -> None:
+        """Closes the progress bar and flushes the event files."""
+        self.progress.close()
+        self.flush()

@@ -1,0 +1,113 @@
+"""The record of a finished run: its settings and its results, read back by every reader.
+
+A run stores its settings once, in `<run dir>/run_config.yaml` (written when it claims the
+directory, `meshseg.train.rundir`), and its results in `<run dir>/summary.json`, the
+`RunSummary` below. `load_run` reads both into one typed `Run`; the HParams dashboard,
+`meshseg.tools.report`, `meshseg.tools.predict` and the sweep parent in `train.py` read
+runs through it and nothing else.
+"""
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass
+from typing import List, Optional
+
+from omegaconf import OmegaConf
+
+from meshseg.config import TrainConfig
+from meshseg.errors import ConfigError
+from meshseg.train.rundir import RUN_CONFIG
+
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass
+class RunSummary:
+    """The results of a run, and what it resolved at run time.
+
+    Attributes:
+      impl: the implementation that trained (for impl=auto, the one it chose).
+      replicas: replicas in sync under the run's strategy.
+      test_files: absolute paths of the test split's shards.
+      steps: the step the run reached.
+      wall_time_s: wall time of the (last) process, s.
+      pid: that process' id (each sweep job trains in its own process).
+      median_step_time_ms, min_step_time_ms, max_step_time_ms: over the steps that did not
+        compile, ms; None when every step compiled.
+      compile_time_s: time of the compiling steps, s; num_compilations: their number.
+      peak_rss_mib: the process' peak resident memory, MiB.
+      eval_accuracy, eval_mean_iou, eval_majority_baseline_accuracy: the last evaluation
+        on the test split (per-vertex accuracy, mean IoU, majority-class baseline).
+    """
+
+    impl: str
+    replicas: int
+    test_files: List[str]
+    steps: int
+    wall_time_s: float
+    pid: int
+    median_step_time_ms: Optional[float]
+    min_step_time_ms: Optional[float]
+    max_step_time_ms: Optional[float]
+    compile_time_s: float
+    num_compilations: int
+    peak_rss_mib: float
+    eval_accuracy: Optional[float] = None
+    eval_mean_iou: Optional[float] = None
+    eval_majority_baseline_accuracy: Optional[float] = None
+
+    def save(self, run_dir: str) -> str:
+        """Writes `<run_dir>/summary.json` atomically; returns its path."""
+        path = os.path.join(run_dir, SUMMARY_FILE)
+        with open(path + ".tmp", "w") as f:
+            json.dump(dataclasses.asdict(self), f, indent=2)
+        os.replace(path + ".tmp", path)
+        return path
+
+    @classmethod
+    def load(cls, run_dir: str) -> Optional["RunSummary"]:
+        """The summary of `run_dir`, or None if it has none (a run that never finished).
+
+        Raises:
+          ConfigError: if the file is not a summary in this format, naming the keys that
+            differ.
+        """
+        path = os.path.join(run_dir, SUMMARY_FILE)
+        if not os.path.exists(path):
+            return None
+        with open(path) as f:
+            fields = json.load(f)
+        expected = {f.name for f in dataclasses.fields(cls)}
+        required = {f.name for f in dataclasses.fields(cls)
+                    if f.default is dataclasses.MISSING}
+        if not isinstance(fields, dict) or not required <= set(fields) <= expected:
+            keys = set(fields) if isinstance(fields, dict) else set()
+            raise ConfigError(
+                f"{path} is not a meshseg run summary (missing {sorted(required - keys)}, "
+                f"unknown {sorted(keys - expected)})")
+        return cls(**fields)
+
+
+@dataclass
+class Run:
+    """A run directory read back: `config` from run_config.yaml (None without one),
+    `summary` from summary.json (None without one)."""
+
+    run_dir: str
+    config: Optional[TrainConfig]
+    summary: Optional[RunSummary]
+
+
+def load_config(run_dir: str) -> Optional[TrainConfig]:
+    """The typed settings a run stored in `<run_dir>/run_config.yaml`, or None."""
+    path = os.path.join(run_dir, RUN_CONFIG)
+    if not os.path.exists(path):
+        return None
+    schema = OmegaConf.structured(TrainConfig)
+    return OmegaConf.to_object(OmegaConf.merge(schema, OmegaConf.load(path)))
+
+
+def load_run(run_dir: str) -> Run:
+    """Settings and results of the run in `run_dir`."""
+    return Run(run_dir, load_config(run_dir), RunSummary.load(run_dir))

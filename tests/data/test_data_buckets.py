@@ -1,0 +1,81 @@
+"""Specification of size bucketing for XLA (meshseg.data.buckets)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import trimesh
+
+from meshseg.data.buckets import auto_boundaries, bucket_shapes
+from meshseg.batch import without_mesh_ids
+from meshseg.data.pipeline import make_dataset
+from meshseg.data.records import mesh_to_example
+
+
+def test_auto_boundaries_are_rounded_quantiles_ending_at_the_maximum():
+    counts = np.array([100, 110, 120, 500, 510, 900])
+    assert auto_boundaries(counts, 3, multiple=64) == [128, 512, 960]
+    assert auto_boundaries(counts, 1, multiple=64) == [960]
+    assert auto_boundaries([10, 10, 10], 4, multiple=1) == [10]
+
+
+def test_bucket_shapes_take_each_buckets_largest_edges_and_degree():
+    sizes = np.array([[10, 50, 5], [12, 70, 7], [30, 100, 6], [40, 90, 9]])
+    assert bucket_shapes(sizes, [16, 32], multiple=8) == [(16, 72, 7), (32, 104, 7), (40, 104, 9)]
+    assert bucket_shapes(sizes, [16, 32, 64, 128], multiple=1) == [
+        (16, 70, 7), (32, 100, 7), (64, 100, 9)]
+
+
+def test_bucket_boundaries_must_increase():
+    with pytest.raises(ValueError, match="strictly increasing"):
+        bucket_shapes(np.array([[10, 50, 5]]), [32, 16], multiple=1)
+
+
+@pytest.fixture
+def five_sizes(tmp_path):
+    """A shard of 10 meshes with 5 different vertex counts (12 to 642 vertices)."""
+    path = str(tmp_path / "sizes.tfrecords")
+    meshes = [trimesh.creation.icosphere(subdivisions=s) for s in range(4)]
+    meshes.append(trimesh.creation.box())
+    with tf.io.TFRecordWriter(path) as writer:
+        for mesh in meshes * 2:
+            writer.write(mesh_to_example(mesh.vertices, mesh.faces,
+                                         np.zeros(len(mesh.vertices), np.int32)))
+    return path
+
+
+def test_bucketed_batches_have_only_the_bucket_shapes_and_jit_compiles_once_per_bucket(
+        five_sizes):
+    shapes = [(64, 512, 7), (256, 2048, 7), (768, 4608, 7)]
+    dataset = make_dataset([five_sizes], batch_size=2, training=True, seed=0, repeat=True,
+                           bucket_shapes=shapes)
+    traces = []
+
+    @tf.function(jit_compile=True)
+    def step(features, labels):
+        traces.append(features["vertices"].shape)
+        return tf.reduce_sum(features["vertices"]) + tf.cast(tf.reduce_sum(labels), tf.float32)
+
+    seen = set()
+    for features, labels in dataset.take(12):
+        shape = (features["vertices"].shape[1], features["edges"].shape[1],
+                 features["neighbors"].shape[2])
+        assert shape in shapes and labels.shape == (2, shape[0])
+        assert features["num_vertices"].shape == (2,)
+        seen.add(shape)
+        step(without_mesh_ids(features), labels)
+    assert seen == set(shapes)
+    assert len(traces) == len(shapes)
+
+
+def test_evaluation_keeps_every_mesh_with_bucket_shapes(five_sizes):
+    shapes = [(64, 512, 7), (768, 4608, 7)]
+    dataset = make_dataset([five_sizes], batch_size=3, training=False, bucket_shapes=shapes)
+    counts = sorted(int(n) for features, _ in dataset for n in features["num_vertices"])
+    assert counts == sorted([8, 12, 42, 162, 642] * 2)
+
+
+def test_mesh_larger_than_every_bucket_fails_with_its_sizes(five_sizes):
+    dataset = make_dataset([five_sizes], batch_size=1, training=False,
+                           bucket_shapes=[(16, 128, 7), (64, 512, 7)])
+    with pytest.raises(tf.errors.InvalidArgumentError, match="fits no bucket"):
+        list(dataset)

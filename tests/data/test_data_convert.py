@@ -1,0 +1,222 @@
+"""Specification of mesh conversion (meshseg.data.convert) and the RNA sample
+cache (meshseg.data.prepare)."""
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from helpers.records import count_records
+from helpers.runs import CONFIG_DIR, PROJECT
+from meshseg.data.convert import convert_split, main
+from meshseg.data.manifest import manifest_path, read_manifest
+from meshseg.data.records import parse_mesh_record
+from meshseg.data.sources import resolve_files
+from meshseg.errors import ConfigError, DataError
+
+RNA_SAMPLE = PROJECT / "data" / "rna_sample"
+
+
+def prepare_rna_sample(root: Path, cache_dir: Path) -> dict:
+    """The shards of the `rna_sample` data config (conf/data/rna_sample.yaml) with its
+    folder and cache moved to `root` and `cache_dir`, one shard per split."""
+    overrides = ["data=rna_sample", f"data.root={root}", f"data.cache_dir={cache_dir}",
+                 "data.train_shards=1", "data.convert_workers=1"]
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        data = OmegaConf.to_object(compose(config_name="train", overrides=overrides).data)
+    return resolve_files(data)
+
+
+def _write_ply(path: Path, vertices, triangles) -> Path:
+    """Writes an ASCII PLY; unlike trimesh's OFF reader, trimesh's PLY reader
+    keeps out-of-range face indices, so the converter's own check is tested."""
+    header = [
+        "ply", "format ascii 1.0", f"element vertex {len(vertices)}",
+        "property float x", "property float y", "property float z",
+        f"element face {len(triangles)}", "property list uchar int vertex_indices",
+        "end_header",
+    ]
+    body = [" ".join(str(x) for x in vertex) for vertex in vertices]
+    body += ["3 " + " ".join(str(i) for i in triangle) for triangle in triangles]
+    path.write_text("\n".join(header + body) + "\n")
+    return path
+
+
+def _write_labelled_mesh(folder: Path, stem: str, mesh: dict, labels=None) -> tuple[Path, Path]:
+    mesh_path = _write_ply(folder / f"{stem}.ply", mesh["vertices"].tolist(),
+                           mesh["triangles"].tolist())
+    label_path = folder / f"{stem}.txt"
+    labels = mesh["labels"] if labels is None else labels
+    label_path.write_text("".join(f"{label}\n" for label in labels))
+    return mesh_path, label_path
+
+
+def _read_meshes(files: list[str]) -> list[dict]:
+    return [
+        {name: value.numpy() for name, value in parse_mesh_record(record).items()}
+        for record in tf.data.TFRecordDataset(files)
+    ]
+
+
+def test_converted_shards_round_trip_with_label_offset(tmp_path, tetrahedron):
+    pairs = [_write_labelled_mesh(tmp_path, f"mesh{i}", tetrahedron) for i in range(3)]
+    shards = convert_split(*zip(*pairs), tmp_path / "out" / "train", num_shards=2, label_offset=1)
+    assert [Path(shard).name for shard in shards] == [
+        "train-00000-of-00002.tfrecords", "train-00001-of-00002.tfrecords"
+    ]
+    assert [count_records([shard]) for shard in shards] == [2, 1]
+    for mesh in _read_meshes(shards):
+        np.testing.assert_array_equal(mesh["vertices"], tetrahedron["vertices"])
+        np.testing.assert_array_equal(mesh["triangles"], tetrahedron["triangles"])
+        np.testing.assert_array_equal(mesh["labels"], tetrahedron["labels"] + 1)
+
+
+def _invalid_mesh_cases(tetrahedron):
+    nan_vertices = tetrahedron["vertices"].copy()
+    nan_vertices[1, 0] = np.nan
+    bad_face = tetrahedron["triangles"].copy()
+    bad_face[3, 2] = 9
+    return {
+        "label count": (tetrahedron, tetrahedron["labels"][:4], "4 labels for 5 vertices"),
+        "face index": (dict(tetrahedron, triangles=bad_face), None,
+                       r"face vertex indices span \[0, 9\], outside \[0, 5\)"),
+        "nan vertex": (dict(tetrahedron, vertices=nan_vertices), None,
+                       "vertex coordinates contain NaN or infinity"),
+        "negative label": (tetrahedron, tetrahedron["labels"] - 2,
+                           r"labels span \[-2, 1\], outside \[0, 3\) \(num_classes=3\)"),
+        "label >= num_classes": (tetrahedron, None,
+                                 r"labels span \[0, 3\], outside \[0, 3\) \(num_classes=3\)"),
+        "empty": ({"vertices": np.zeros([0, 3]), "triangles": np.zeros([0, 3], int),
+                   "labels": np.zeros(0, int)}, None, r"empty mesh \(0 vertices, 0 triangles\)"),
+    }
+
+
+def _good_and_bad_files(tmp_path, tetrahedron, case):
+    """(good, bad, reason): (mesh, labels) paths of a valid mesh and of the invalid `case`,
+    and the reason the converter gives for the bad one."""
+    mesh, labels, reason = _invalid_mesh_cases(tetrahedron)[case]
+    good = _write_labelled_mesh(tmp_path, "good", dict(tetrahedron, labels=np.zeros(5, int)))
+    return good, _write_labelled_mesh(tmp_path, "bad", mesh, labels), reason
+
+
+INVALID_CASES = ["label count", "face index", "nan vertex", "negative label",
+                 "label >= num_classes", "empty"]
+
+
+@pytest.mark.parametrize("case", INVALID_CASES)
+def test_strict_conversion_raises_naming_the_file_and_reason_and_writes_nothing(
+        tmp_path, tetrahedron, case):
+    good, bad, reason = _good_and_bad_files(tmp_path, tetrahedron, case)
+    out_prefix = tmp_path / "out" / "train"
+    with pytest.raises(DataError, match=rf"bad\.ply: {reason}"):
+        convert_split([good[0], bad[0]], [good[1], bad[1]], out_prefix, num_shards=2,
+                      num_classes=3, strict=True)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+@pytest.mark.parametrize("case", INVALID_CASES)
+def test_bad_mesh_is_skipped_and_listed_in_the_manifest_with_its_reason(
+        tmp_path, tetrahedron, case):
+    good, bad, reason = _good_and_bad_files(tmp_path, tetrahedron, case)
+    shards = convert_split([good[0], bad[0]], [good[1], bad[1]], tmp_path / "out" / "train",
+                           num_shards=2, num_classes=3)
+    assert [count_records([shard]) for shard in shards] == [1, 0]
+    manifest = read_manifest(manifest_path(tmp_path / "out" / "train"))
+    assert manifest["num_meshes"] == 1 and manifest["num_skipped"] == 1
+    (skipped,) = manifest["skipped"]
+    assert skipped["source"] == str(bad[0])
+    assert re.fullmatch(reason, skipped["reason"])
+
+
+def test_conversion_with_only_bad_meshes_fails(tmp_path, tetrahedron):
+    bad = _write_labelled_mesh(tmp_path, "bad", tetrahedron, tetrahedron["labels"][:2])
+    with pytest.raises(DataError, match=r"no valid mesh among 1; .*bad\.ply: 2 labels"):
+        convert_split([bad[0]], [bad[1]], tmp_path / "out" / "train", num_shards=1)
+    assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_off_file_with_out_of_range_face_is_rejected_naming_the_file(tmp_path):
+    mesh_path = tmp_path / "broken.off"
+    mesh_path.write_text("OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n")
+    label_path = tmp_path / "broken.txt"
+    label_path.write_text("0\n0\n0\n")
+    with pytest.raises(DataError, match=r"broken\.off: cannot load mesh"):
+        convert_split([mesh_path], [label_path], tmp_path / "out", num_shards=1, strict=True)
+
+
+def test_more_shards_than_meshes_is_rejected(tmp_path, tetrahedron):
+    mesh_path, label_path = _write_labelled_mesh(tmp_path, "mesh", tetrahedron)
+    with pytest.raises(ValueError, match="num_shards"):
+        convert_split([mesh_path], [label_path], tmp_path / "out", num_shards=2)
+
+
+def test_cli_converts_the_split_file_entries_matching_the_glob(tmp_path, tetrahedron):
+    meshes, labels = tmp_path / "meshes" / "iso", tmp_path / "labels" / "iso"
+    meshes.mkdir(parents=True)
+    labels.mkdir(parents=True)
+    for stem in ("a", "b"):
+        mesh_path, label_path = _write_labelled_mesh(meshes, stem, tetrahedron)
+        label_path.rename(labels / label_path.name)
+    split_file = tmp_path / "train.txt"
+    split_file.write_text("iso/a.ply\niso/b.ply\n")
+    shards = main([
+        "--meshes", str(tmp_path / "meshes"), "--labels", str(tmp_path / "labels"),
+        "--split-file", str(split_file), "--out", str(tmp_path / "out" / "train"),
+        "--num-shards", "1", "--label-offset", "1", "--mesh-glob", "*/a.*",
+    ])
+    (mesh,) = _read_meshes(shards)
+    np.testing.assert_array_equal(mesh["labels"], tetrahedron["labels"] + 1)
+
+
+@pytest.fixture
+def rna_subset(tmp_path) -> Path:
+    """The RNA sample cut down to one training and one test mesh."""
+    source = tmp_path / "rna"
+    (source / "off").mkdir(parents=True)
+    (source / "labels").mkdir()
+    train = (RNA_SAMPLE / "train.txt").read_text().split()[:1]
+    test = (RNA_SAMPLE / "test.txt").read_text().split()[:1]
+    for name in train + test:
+        shutil.copy(RNA_SAMPLE / "off" / name, source / "off" / name)
+        stem = Path(name).stem
+        shutil.copy(RNA_SAMPLE / "labels" / f"{stem}.txt", source / "labels" / f"{stem}.txt")
+    (source / "train.txt").write_text("\n".join(train) + "\n")
+    (source / "test.txt").write_text("\n".join(test) + "\n")
+    return source
+
+
+def test_rna_sample_labels_are_shifted_to_260_classes(rna_subset, tmp_path):
+    shards = prepare_rna_sample(rna_subset, tmp_path / "cache")
+    (mesh,) = _read_meshes(shards["test"])
+    stem = Path((rna_subset / "test.txt").read_text().split()[0]).stem
+    raw_labels = np.loadtxt(rna_subset / "labels" / f"{stem}.txt", dtype=np.int64)
+    np.testing.assert_array_equal(mesh["labels"], raw_labels + 1)
+    assert mesh["labels"].min() >= 0 and mesh["labels"].max() < 260
+
+
+def test_rna_cache_is_reused_and_rebuilt_when_the_source_changes(rna_subset, tmp_path):
+    cache = tmp_path / "cache"
+    first = prepare_rna_sample(rna_subset, cache)
+    built_at = Path(first["train"][0]).stat().st_mtime_ns
+    assert prepare_rna_sample(rna_subset, cache) == first
+    assert Path(first["train"][0]).stat().st_mtime_ns == built_at
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["cache", "rna"]
+
+    test_name = (rna_subset / "test.txt").read_text().split()[0]
+    (rna_subset / "train.txt").write_text(f"{(rna_subset / 'train.txt').read_text()}{test_name}\n")
+    rebuilt = prepare_rna_sample(rna_subset, cache)
+    assert count_records(rebuilt["train"]) == 2
+
+
+def test_rna_cache_refuses_to_overwrite_a_foreign_folder(rna_subset, tmp_path):
+    foreign = tmp_path / "cache"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="not a meshseg conversion cache"):
+        prepare_rna_sample(rna_subset, foreign)

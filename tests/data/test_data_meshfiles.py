@@ -1,0 +1,134 @@
+"""Specification of mesh-file reading and validation (meshseg.data.meshfiles, .validate)."""
+
+import numpy as np
+import pytest
+import trimesh
+
+from meshseg.data.meshfiles import (face_to_vertex_labels, load_label_file,
+                                    load_labelled_mesh, load_mesh)
+from meshseg.data.validate import InvalidMeshError, count_suspicious_faces, validate_mesh
+
+QUAD_OBJ = "v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nf 1 2 3 4\n"
+QUAD_OFF = "OFF\n4 1 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0\n4 0 1 2 3\n"
+
+
+@pytest.mark.parametrize("suffix, text", [(".obj", QUAD_OBJ), (".off", QUAD_OFF)])
+def test_polygons_are_triangulated_keeping_vertex_order(tmp_path, suffix, text):
+    path = tmp_path / f"quad{suffix}"
+    path.write_text(text)
+    vertices, faces = load_mesh(path)
+    np.testing.assert_array_equal(vertices, [[0, 0, 0], [1, 0, 0], [1, 1, 0], [0, 1, 0]])
+    np.testing.assert_array_equal(faces, [[0, 1, 2], [2, 3, 0]])
+    assert vertices.dtype == np.float64 and faces.dtype == np.int64
+
+
+@pytest.mark.parametrize("suffix", [".ply", ".obj", ".off", ".glb"])
+def test_formats_round_trip_vertices_and_faces_without_processing(tmp_path, suffix):
+    box = trimesh.creation.box()
+    path = tmp_path / f"box{suffix}"
+    box.export(path)
+    vertices, faces = load_mesh(path)
+    np.testing.assert_allclose(vertices, box.vertices, atol=1e-6)
+    np.testing.assert_array_equal(faces, box.faces)
+
+
+def test_stl_has_three_unshared_vertices_per_triangle(tmp_path):
+    path = tmp_path / "box.stl"
+    trimesh.creation.box().export(path)
+    vertices, faces = load_mesh(path)
+    assert vertices.shape == (36, 3)
+    np.testing.assert_array_equal(faces, np.arange(36).reshape(12, 3))
+
+
+def test_scene_geometries_are_concatenated_in_sorted_name_order_in_scene_coordinates(tmp_path):
+    box, sphere = trimesh.creation.box(), trimesh.creation.icosphere(subdivisions=1)
+    scene = trimesh.Scene()
+    scene.add_geometry(sphere, geom_name="zeta",
+                       transform=trimesh.transformations.translation_matrix([5, 0, 0]))
+    scene.add_geometry(box, geom_name="alpha")
+    path = tmp_path / "scene.glb"
+    scene.export(path)
+    vertices, faces = load_mesh(path)
+    np.testing.assert_allclose(vertices[:8], box.vertices, atol=1e-6)
+    np.testing.assert_allclose(vertices[8:], sphere.vertices + [5, 0, 0], atol=1e-6)
+    np.testing.assert_array_equal(faces[12:], sphere.faces + 8)
+
+
+def test_instanced_scene_geometry_is_refused(tmp_path):
+    scene = trimesh.Scene()
+    box = trimesh.creation.box()
+    scene.add_geometry(box, geom_name="box", node_name="a")
+    scene.graph.update(frame_to="b", geometry="box",
+                       matrix=trimesh.transformations.translation_matrix([3, 0, 0]))
+    path = tmp_path / "twice.glb"
+    scene.export(path)
+    with pytest.raises(InvalidMeshError, match="placed by 2 nodes"):
+        load_mesh(path)
+
+
+def test_label_files_in_npy_int64_and_float64_are_cast(tmp_path):
+    np.save(tmp_path / "a.npy", np.array([0, 3, 2], np.int64))
+    np.save(tmp_path / "b.npy", np.array([0.0, 3.0, 2.0]))
+    for name in ("a.npy", "b.npy"):
+        labels = load_label_file(tmp_path / name)
+        assert labels.dtype == np.int64
+        np.testing.assert_array_equal(labels, [0, 3, 2])
+    np.save(tmp_path / "c.npy", np.array([0.5]))
+    with pytest.raises(InvalidMeshError, match="not all integers"):
+        load_label_file(tmp_path / "c.npy")
+
+
+def test_face_labels_take_the_majority_of_incident_faces_ties_to_lowest():
+    # Vertex 0 touches faces labelled 2, 2, 1 -> 2; vertex 4 touches 1 and 3 -> 1 (tie).
+    triangles = np.array([[0, 1, 2], [0, 2, 3], [0, 3, 4], [4, 3, 5]])
+    labels = face_to_vertex_labels(triangles, np.array([2, 2, 1, 3]), 6)
+    np.testing.assert_array_equal(labels, [2, 2, 2, 1, 1, 3])
+
+
+def test_face_labels_refuse_a_vertex_without_faces():
+    with pytest.raises(InvalidMeshError, match="vertex 3 has no incident face"):
+        face_to_vertex_labels(np.array([[0, 1, 2]]), np.array([1]), 4)
+
+
+def test_labelled_mesh_from_per_face_label_file(tmp_path):
+    path = tmp_path / "quad.obj"
+    path.write_text(QUAD_OBJ)
+    (tmp_path / "quad.txt").write_text("4\n7\n")
+    mesh = load_labelled_mesh(path, tmp_path / "quad.txt", label_kind="face")
+    np.testing.assert_array_equal(mesh.labels, [4, 4, 4, 7])  # vertices 0, 2 tie -> 4
+    assert mesh.labels.dtype == np.int32 and mesh.triangles.dtype == np.int32
+    assert mesh.max_degree == 4 and mesh.edges.shape == (14, 2)
+
+
+def _tetrahedron():
+    vertices = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], float)
+    triangles = np.array([[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]])
+    return vertices, triangles, np.array([0, 1, 1, 2])
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda v, t, l: (v[:0], t[:0], l[:0]), r"empty mesh \(0 vertices, 0 triangles\)"),
+    (lambda v, t, l: (v, t[:, :2], l), r"faces must be triangles, got shape \(4, 2\)"),
+    (lambda v, t, l: (np.where(v == 1, np.inf, v), t, l), "contain NaN or infinity"),
+    (lambda v, t, l: (v, t - 1, l), r"face vertex indices span \[-1, 2\], outside \[0, 4\)"),
+    (lambda v, t, l: (v, t, l[:3]), "3 labels for 4 vertices"),
+    (lambda v, t, l: (v, t, l - 1), r"labels span \[-1, 1\], outside \[0, inf\)"),
+])
+def test_each_validation_rule_has_its_message(change, message):
+    with pytest.raises(InvalidMeshError, match=message):
+        validate_mesh(*change(*_tetrahedron()))
+
+
+def test_labels_at_num_classes_are_refused():
+    vertices, triangles, labels = _tetrahedron()
+    validate_mesh(vertices, triangles, labels, num_classes=3)
+    with pytest.raises(InvalidMeshError, match=r"outside \[0, 2\) \(num_classes=2\)"):
+        validate_mesh(vertices, triangles, labels, num_classes=2)
+
+
+def test_degenerate_and_duplicate_faces_are_counted():
+    vertices, triangles, _ = _tetrahedron()
+    vertices = np.vstack([vertices, [[2, 0, 0]]])  # vertex 4 is collinear with 0 and 1
+    extra = np.array([[0, 0, 1], [0, 1, 4], [2, 1, 0], [3, 1, 0]])
+    counts = count_suspicious_faces(vertices, np.vstack([triangles, extra]))
+    assert (counts.degenerate, counts.duplicate) == (2, 2)

@@ -1,0 +1,102 @@
+"""Specification of `build_datasets` (meshseg.data.sources) and the human_parts experiment."""
+
+import numpy as np
+import pytest
+import trimesh
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from helpers.runs import CONFIG_DIR, PROJECT
+from meshseg.data.convert import convert_split
+from meshseg.data.sources import build_datasets
+
+HUMAN_PARTS = PROJECT.parent / "shared" / "data" / "human_parts"
+
+
+def _config(*overrides):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return compose(config_name="train", overrides=list(overrides))
+
+
+def _tfrecords_config(train, test, num_classes, *overrides):
+    data = _config("data=tfrecords", f"data.train_files={train}", f"data.test_files={test}",
+                   f"data.num_classes={num_classes}", "data.batch_size=2", *overrides).data
+    return OmegaConf.to_object(data)
+
+
+def test_without_jit_batches_are_padded_to_their_maxima_and_histograms_come_from_a_scan(
+        tiny_dataset):
+    cfg = _tfrecords_config(tiny_dataset["train"], tiny_dataset["test"], 6)
+    train_ds, test_ds, info = build_datasets(cfg, seed=0, jit=False)
+    assert info.sizes_from == "scan" and info.bucket_shapes is None
+    assert info.num_meshes == {"train": 4, "test": 2}
+    assert info.train_histogram.shape == (6,)
+    assert info.train_histogram.sum() == 2 * 162 + 2 * 42
+    assert info.extent[0] == 162
+    widths = {features["vertices"].shape[1] for features, _ in test_ds}
+    assert widths == {162}
+    features, labels = next(iter(train_ds))
+    assert labels.shape[0] == 2
+
+
+def _converted_spheres(tmp_path) -> dict:
+    """Converted train/test shards (with manifests) of icospheres of 42, 162 and 642 vertices."""
+    paths = {}
+    for split, subdivisions in {"train": [1, 2, 3, 1], "test": [2, 3]}.items():
+        meshes, labels = [], []
+        for index, level in enumerate(subdivisions):
+            sphere = trimesh.creation.icosphere(subdivisions=level)
+            meshes.append(tmp_path / f"{split}{index}.ply")
+            sphere.export(meshes[-1])
+            labels.append(tmp_path / f"{split}{index}.npy")
+            np.save(labels[-1], (np.asarray(sphere.vertices)[:, 0] > 0).astype(np.int64))
+        convert_split(meshes, labels, tmp_path / "out" / split, num_shards=2, num_classes=2,
+                      adjacency="edges")
+        paths[split] = str(tmp_path / "out" / f"{split}-*")
+    return paths
+
+
+def test_under_jit_batches_take_bucket_shapes_chosen_from_the_manifests(tmp_path):
+    paths = _converted_spheres(tmp_path)
+    cfg = _tfrecords_config(paths["train"], paths["test"], 2, "data.bucket_boundaries=[64,256]",
+                            "data.pad_multiple=64")
+    train_ds, test_ds, info = build_datasets(cfg, seed=0, jit=True)
+    assert info.sizes_from == "manifest"
+    assert [shape[0] for shape in info.bucket_shapes] == [64, 256, 704]
+    assert info.train_histogram.sum() == 2 * 42 + 162 + 642
+    shapes = {(f["vertices"].shape[1], f["edges"].shape[1], f["neighbors"].shape[2])
+              for f, _ in list(train_ds.take(8)) + list(test_ds)}
+    assert shapes <= set(info.bucket_shapes)
+
+
+def test_automatic_boundaries_use_num_buckets_quantiles(tmp_path):
+    paths = _converted_spheres(tmp_path)
+    cfg = _tfrecords_config(paths["train"], paths["test"], 2, "data.num_buckets=3",
+                            "data.pad_multiple=64")
+    _, _, info = build_datasets(cfg, seed=0, jit=True)
+    assert info.bucket_boundaries == [64, 192, 704]
+
+
+def test_human_parts_experiment_composes_with_8_classes_and_24_by_override():
+    cfg = _config("experiment=human_parts")
+    assert (cfg.data.name, cfg.data.num_classes, cfg.jit) == ("human_parts", 8, True)
+    assert cfg.data.labels == "labels/coarse8"
+    cfg = _config("experiment=human_parts", "data.label_set=smpl24", "data.num_classes=24")
+    assert cfg.data.labels == "labels/smpl24"
+    assert cfg.data.cache_dir == "data/cache/human_parts_smpl24"
+
+
+@pytest.mark.skipif(not HUMAN_PARTS.is_dir(), reason=f"{HUMAN_PARTS} is absent")
+def test_human_parts_converts_to_a_cache_and_yields_8_class_batches(tmp_path):
+    cfg = _config("experiment=human_parts", f"data.root={HUMAN_PARTS}",
+                  f"data.cache_dir={tmp_path / 'cache'}").data
+    cfg = OmegaConf.to_object(cfg)
+    train_ds, test_ds, info = build_datasets(cfg, seed=0, jit=True)
+    assert info.num_meshes == {"train": 20, "test": 20}
+    assert info.sizes_from == "manifest"
+    assert len(info.bucket_shapes) == 2
+    assert np.all(info.train_histogram > 0) and info.train_histogram.shape == (8,)
+    features, labels = next(iter(test_ds))
+    assert labels.numpy().max() < 8
+    assert (features["vertices"].shape[1], features["edges"].shape[1],
+            features["neighbors"].shape[2]) in info.bucket_shapes

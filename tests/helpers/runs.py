@@ -1,0 +1,73 @@
+"""Tiny training runs for the tests: the composed config, an in-process run, the train.py
+command line, and what a run writes (event-file scalars, saved weights)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import tensorflow as tf
+from hydra import compose, initialize_config_dir
+from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
+
+import meshseg.config  # noqa: F401  (registers the config schema)
+from meshseg.nn import model as _registers_keras_classes  # noqa: F401  (for load_model)
+from meshseg.train.run import run
+from meshseg.train.summary import RunSummary
+
+PROJECT = Path(__file__).resolve().parents[2]
+CONFIG_DIR = str(PROJECT / "conf")
+
+
+def tiny_config(dataset: dict, *overrides: str):
+    """The `train` config on `dataset` (the `tiny_dataset` fixture) with a small network,
+    3 steps and evaluation every 2, plus `overrides`."""
+    base = [
+        "data=tfrecords",
+        f"data.train_files={dataset['train']}",
+        f"data.test_files={dataset['test']}",
+        f"data.num_classes={dataset['num_classes']}",
+        "data.batch_size=2",
+        "model.input_channels=8",
+        "model.conv_channels=[8,8,16]",
+        "model.hidden_channels=16",
+        "model.num_weight_matrices=4",
+        "steps=3",
+        "eval_every=2",
+    ]
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return compose(config_name="train", overrides=base + list(overrides))
+
+
+def train_tiny(cfg, run_dir) -> RunSummary:
+    """`meshseg.train.run.run` in this process, on one device (the default strategy)."""
+    return run(cfg, str(run_dir), tf.distribute.get_strategy())
+
+
+def train_command(dataset: dict, run_dir, *overrides: str) -> list:
+    """`python train.py` on `dataset` with a small deterministic network (run it in PROJECT)."""
+    return [sys.executable, "train.py", "data=tfrecords", f"data.train_files={dataset['train']}",
+            f"data.test_files={dataset['test']}", f"data.num_classes={dataset['num_classes']}",
+            "data.batch_size=2", "model.conv_channels=[8,8]", "model.hidden_channels=16",
+            "model.num_weight_matrices=4", "deterministic=true", "eval_every=10",
+            f"hydra.run.dir={run_dir}", *overrides]
+
+
+def train_py(dataset: dict, run_dir, *overrides: str, timeout: float = 300):
+    """Runs `train_command` in a child process; returns its `subprocess.CompletedProcess`
+    (text stdout and stderr)."""
+    return subprocess.run(train_command(dataset, run_dir, *overrides), cwd=PROJECT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def scalars(run_dir, split: str) -> dict:
+    """{tag: [(step, value), ...]} from the event files in run_dir/split."""
+    events = EventAccumulator(str(Path(run_dir) / split), size_guidance={"tensors": 0})
+    events.Reload()
+    return {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)]
+            for tag in events.Tags()["tensors"]}
+
+
+def final_weights(run_dir) -> list:
+    """The weights of `<run_dir>/model.keras`."""
+    return keras.models.load_model(Path(run_dir) / "model.keras").get_weights()

@@ -1,0 +1,125 @@
+"""meshseg.tools.predict: features as the pipeline builds them, predictions that reproduce the
+evaluation, the written .ply/.txt files and the run settings' sources."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import trimesh
+
+from helpers.runs import tiny_config, train_tiny
+from meshseg.batch import without_mesh_ids
+from meshseg.data.meshfiles import load_labelled_mesh
+from meshseg.data.pipeline import make_dataset
+from meshseg.data.records import mesh_to_example
+from meshseg.errors import ConfigError
+from meshseg.tools.predict import (InputSettings, evaluate_test_split, input_settings, load_model,
+                                   main, mesh_inputs, predict_files, read_meshes)
+from meshseg.tools.visualize import label_colors
+from meshseg.train.evaluate import evaluate, make_predict_step
+from meshseg.train.summary import RunSummary
+
+
+@pytest.fixture(scope="module")
+def trained_run(tiny_dataset, tmp_path_factory):
+    """A tiny trained run."""
+    run_dir = tmp_path_factory.mktemp("run")
+    train_tiny(tiny_config(tiny_dataset, "steps=4"), run_dir)
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def test_mesh_files(tiny_dataset, tmp_path_factory):
+    """The first test-split mesh as `mesh.ply` and its labels as `labels/mesh.txt`."""
+    root = tmp_path_factory.mktemp("mesh_files")
+    mesh = next(read_meshes([tiny_dataset["test"]]))
+    trimesh.Trimesh(mesh["vertices"], mesh["triangles"], process=False).export(root / "mesh.ply")
+    (root / "labels").mkdir()
+    np.savetxt(root / "labels" / "mesh.txt", mesh["labels"], fmt="%d")
+    return root / "mesh.ply", root / "labels"
+
+
+def test_mesh_features_equal_the_pipeline_features(tiny_dataset):
+    mesh = next(read_meshes([tiny_dataset["test"]]))
+    expected, _ = next(iter(make_dataset([tiny_dataset["test"]], batch_size=1, training=False,
+                                         mean_center=True, unit_scale=True)))
+    settings = InputSettings(6, mean_center=True, unit_scale=True, test_files=[])
+    features = mesh_inputs(mesh["vertices"], mesh["triangles"], settings)
+    expected = without_mesh_ids(expected)  # a mesh file has no shard and record
+    assert set(features) == set(expected)
+    for key in expected:
+        assert features[key].dtype == expected[key].dtype, key
+        np.testing.assert_array_equal(features[key].numpy(), expected[key].numpy(), err_msg=key)
+
+
+def test_prediction_reproduces_the_evaluation_accuracy_of_the_mesh(trained_run, test_mesh_files,
+                                                                   tmp_path, capsys):
+    mesh_path, labels_dir = test_mesh_files
+    main([str(trained_run), str(mesh_path), "--out", str(tmp_path / "out"),
+          "--labels-dir", str(labels_dir)])
+    printed = capsys.readouterr().out
+    predicted_accuracy = float(printed.strip().splitlines()[-1].rsplit(" ", 1)[1])
+
+    mesh = load_labelled_mesh(mesh_path, labels_dir / "mesh.txt")
+    labels = mesh.labels
+    record = str(tmp_path / "one_mesh.tfrecords")
+    with tf.io.TFRecordWriter(record) as writer:
+        writer.write(mesh_to_example(mesh.vertices, mesh.triangles, labels))
+    settings = input_settings(str(trained_run))
+    one_mesh = make_dataset([record], batch_size=1, training=False,
+                            mean_center=settings.mean_center, unit_scale=settings.unit_scale)
+    model = load_model(str(trained_run))
+    expected = evaluate(make_predict_step(model, jit=False), one_mesh, settings.num_classes,
+                        np.ones(settings.num_classes, np.int64))["accuracy"]
+    assert predicted_accuracy == pytest.approx(expected, abs=5e-5)  # printed with 4 decimals
+    written = np.loadtxt(tmp_path / "out" / "mesh.txt", dtype=np.int64)
+    assert np.mean(written == labels) == pytest.approx(expected)
+
+
+def test_written_ply_is_the_mesh_coloured_by_the_written_labels(trained_run, test_mesh_files, tmp_path):
+    mesh_path, _ = test_mesh_files
+    main([str(trained_run), str(mesh_path), "--out", str(tmp_path)])
+    original = trimesh.load(mesh_path, process=False)
+    written = trimesh.load(tmp_path / "mesh.ply", process=False)
+    labels = np.loadtxt(tmp_path / "mesh.txt", dtype=np.int64)
+    assert len(labels) == len(original.vertices)
+    np.testing.assert_allclose(written.vertices, original.vertices, rtol=1e-6)
+    np.testing.assert_array_equal(written.faces, original.faces)
+    np.testing.assert_array_equal(written.visual.vertex_colors, label_colors(labels))
+
+
+def test_label_offset_shifts_written_and_compared_labels(trained_run, test_mesh_files, tmp_path):
+    mesh_path, labels_dir = test_mesh_files
+    shifted = tmp_path / "shifted"
+    shifted.mkdir()
+    np.savetxt(shifted / "mesh.txt", np.loadtxt(labels_dir / "mesh.txt", dtype=np.int64) - 1, fmt="%d")
+    main([str(trained_run), str(mesh_path), "--out", str(tmp_path / "plain")])
+    accuracy = predict_files(str(trained_run), [str(mesh_path)], str(tmp_path / "offset"),
+                             labels_dir=str(shifted), label_offset=1)[str(mesh_path)]
+    plain = np.loadtxt(tmp_path / "plain" / "mesh.txt", dtype=np.int64)
+    np.testing.assert_array_equal(np.loadtxt(tmp_path / "offset" / "mesh.txt", dtype=np.int64), plain - 1)
+    assert accuracy == pytest.approx(np.mean(plain == np.loadtxt(labels_dir / "mesh.txt")))
+
+
+def test_test_split_evaluation_equals_the_runs_eval_accuracy(trained_run, tiny_dataset):
+    result = evaluate_test_split(str(trained_run), keep_meshes=1)
+    summary = RunSummary.load(trained_run)
+    assert result["accuracy"] == pytest.approx(summary.eval_accuracy, abs=1e-9)
+    assert result["num_meshes"] == 2 and len(result["meshes"]) == 1
+    assert result["confusion"].shape == (6, 6)
+    assert result["confusion"].sum() == sum(len(m["labels"]) for m in read_meshes([tiny_dataset["test"]]))
+
+
+def test_input_settings_come_from_the_runs_settings_and_summary(trained_run, tiny_dataset):
+    assert input_settings(str(trained_run)) == InputSettings(
+        num_classes=6, mean_center=True, unit_scale=False, test_files=[tiny_dataset["test"]])
+
+
+def test_input_settings_refuse_a_directory_without_a_finished_run(tmp_path):
+    with pytest.raises(ConfigError, match="holds no finished meshseg run"):
+        input_settings(str(tmp_path))
+    (tmp_path / "summary.json").write_text(json.dumps({"impl": "block_sparse"}))
+    with pytest.raises(ConfigError, match=r"summary.json is not a meshseg run summary \(missing "
+                                          r"\['compile_time_s'"):
+        input_settings(str(tmp_path))

@@ -1,0 +1,135 @@
+"""Reliability: kill and resume, signals, NaN guard, determinism, run directories, config errors."""
+
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from hydra.errors import ConfigCompositionException
+
+from helpers.runs import (PROJECT, final_weights, scalars, tiny_config, train_command,
+                          train_py, train_tiny)
+from meshseg.data.records import mesh_to_example
+from meshseg.errors import ConfigError, NonFiniteError, RunDirError
+
+
+@pytest.mark.slow
+def test_a_sigkilled_run_resumes_to_the_weights_and_curves_of_an_uninterrupted_run(tiny_dataset, tmp_path):
+    steps = ["steps=200", "checkpoint.every=50"]
+    for name in ("reference", "repeat"):
+        result = train_py(tiny_dataset, tmp_path / name, *steps)
+        assert result.returncode == 0, result.stderr[-2000:]
+    reference_losses = [v for _, v in scalars(tmp_path / "reference", "train")["loss"]]
+    assert reference_losses == [v for _, v in scalars(tmp_path / "repeat", "train")["loss"]]
+
+    killed = tmp_path / "killed"
+    process = subprocess.Popen(train_command(tiny_dataset, killed, *steps), cwd=PROJECT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while not (killed / "checkpoints" / "ckpt-50.index").exists():
+        assert process.poll() is None and time.time() < deadline, "no checkpoint at step 50"
+        time.sleep(0.05)
+    time.sleep(0.3)  # let it log a few steps past the checkpoint: they must not show twice
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=30)
+    assert not (killed / "model.keras").exists(), "the run finished before it was killed"
+
+    result = train_py(tiny_dataset, killed, *steps)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "continuing the run" in result.stdout + result.stderr
+    for got, want in zip(final_weights(killed), final_weights(tmp_path / "reference")):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    loss = scalars(killed, "train")["loss"]
+    assert [step for step, _ in loss] == list(range(1, 201))  # no duplicated or missing step
+    np.testing.assert_allclose([v for _, v in loss], reference_losses, rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_sigterm_saves_a_checkpoint_and_says_how_to_resume(tiny_dataset, tmp_path):
+    process = subprocess.Popen(train_command(tiny_dataset, tmp_path, "steps=100000", "checkpoint.every=1000"),
+                               cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 240
+    while not list((tmp_path / "train").glob("events*")):
+        assert process.poll() is None and time.time() < deadline
+        time.sleep(0.1)
+    time.sleep(2)  # a few steps
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM
+    assert "resume with: python train.py" in output and f"resume={tmp_path}" in output
+    checkpoints = list((tmp_path / "checkpoints").glob("ckpt-*.index"))
+    assert len(checkpoints) == 1 and checkpoints[0].name != "ckpt-1000.index"
+
+
+def test_a_non_finite_loss_stops_the_run_naming_step_and_batch(tiny_dataset, tmp_path):
+    vertices = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, np.inf]], np.float32)
+    path = str(tmp_path / "bad.tfrecords")
+    with tf.io.TFRecordWriter(path) as writer:
+        writer.write(mesh_to_example(vertices, np.array([[0, 1, 2], [0, 1, 3]], np.int32),
+                                     np.array([0, 1, 2, 3], np.int32)))
+    cfg = tiny_config(tiny_dataset, f"data.train_files={path}", "data.batch_size=1")
+    with pytest.raises(NonFiniteError, match=r"step 1: non-finite loss .* Batch: .*bad.tfrecords, record 0\. "):
+        train_tiny(cfg, str(tmp_path / "run"))
+    assert not list((tmp_path / "run").glob("checkpoints/ckpt-*"))
+
+
+def test_rerunning_in_the_same_directory_resumes_and_a_different_run_is_refused(tiny_dataset, tmp_path):
+    train_tiny(tiny_config(tiny_dataset, "steps=2"), str(tmp_path))
+    summary = train_tiny(tiny_config(tiny_dataset, "steps=4"), str(tmp_path))
+    assert [step for step, _ in scalars(tmp_path, "train")["loss"]] == [1, 2, 3, 4]
+    assert summary.steps == 4
+    before = sorted(p.name for p in tmp_path.rglob("*"))
+    with pytest.raises(RunDirError, match=r"different settings \(impl.name\)"):
+        train_tiny(tiny_config(tiny_dataset, "impl=gather_sum"), str(tmp_path))
+    assert sorted(p.name for p in tmp_path.rglob("*")) == before
+
+
+def test_a_directory_with_foreign_outputs_is_refused_untouched(tiny_dataset, tmp_path):
+    (tmp_path / "train").mkdir()
+    (tmp_path / "train" / "events.out.tfevents.0").write_bytes(b"someone else's")
+    with pytest.raises(RunDirError, match="already holds outputs"):
+        train_tiny(tiny_config(tiny_dataset), str(tmp_path))
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["events.out.tfevents.0", "train"]
+
+
+@pytest.mark.parametrize("override, message", [
+    ("steps=0", "steps must be >= 1"),
+    ("data.train_files=/no/such/*.tfrecords", "data.train_files='/no/such/\\*.tfrecords' matches no file"),
+    ("data.num_classes=3", "data has label 5 but num_classes=3"),
+    ("resume=/no/such/run", "resume=/no/such/run: no such run directory"),
+])
+def test_config_errors_fail_before_any_output(override, message, tiny_dataset, tmp_path):
+    with pytest.raises(ConfigError, match=message):
+        train_tiny(tiny_config(tiny_dataset, override), str(tmp_path / "run"))
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("override, message", [
+    ("impl=no_such_impl", "no_such_impl"),
+    ("steps=abc", "steps"),
+    ("no_such_key=1", "no_such_key"),
+])
+def test_config_composition_errors_name_the_setting(override, message, tiny_dataset):
+    with pytest.raises(ConfigCompositionException, match=message):
+        tiny_config(tiny_dataset, override)
+
+
+@pytest.mark.slow
+def test_train_py_reports_a_config_error_in_one_line_without_traceback(tiny_dataset, tmp_path):
+    result = train_py(tiny_dataset, tmp_path, "data.num_classes=3")
+    assert result.returncode == 2
+    assert "data has label 5 but num_classes=3" in result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    assert not (tmp_path / "train").exists()
+
+
+@pytest.mark.slow
+def test_train_py_refuses_another_runs_directory_before_hydra_writes_into_it(tiny_dataset, tmp_path):
+    assert train_py(tiny_dataset, tmp_path, "steps=2").returncode == 0
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    result = train_py(tiny_dataset, tmp_path, "steps=2", "impl=gather_sum")
+    assert result.returncode == 2
+    assert "holds a run with different settings (impl.name)" in result.stderr
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before

@@ -1,0 +1,137 @@
+"""The training application end to end on tiny data: configs, event files, loops, padding."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from hydra import compose, initialize_config_dir
+
+from helpers.runs import CONFIG_DIR, PROJECT, scalars, tiny_config, train_tiny
+from meshseg.data.meshfiles import load_labelled_mesh
+from meshseg.data.pipeline import make_dataset
+from meshseg.data.records import mesh_to_example
+from meshseg.nn.model import MeshSegmentationNet
+from meshseg.nn.ops import IMPLEMENTATIONS
+from meshseg.train.metrics import masked_cross_entropy
+from meshseg.train.step import TrainStep
+from meshseg.train.summary import RunSummary
+
+
+def group_options(group):
+    return sorted(p.stem for p in (Path(CONFIG_DIR) / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group", ["impl", "loop", "data", "model", "optimizer"])
+def test_every_config_group_option_composes_and_builds_a_model(group, tiny_dataset):
+    for option in group_options(group):
+        if group == "data":
+            with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+                cfg = compose(config_name="train", overrides=[f"data={option}"])
+            assert cfg.data.name == option
+            continue
+        cfg = tiny_config(tiny_dataset, f"{group}={option}")
+        impls = cfg.impl.candidates if cfg.impl.name == "auto" else [cfg.impl.name]
+        for impl in impls:
+            model = MeshSegmentationNet(cfg.data.num_classes, impl=impl, **cfg.model)
+            assert model.impl == impl and model.conv_channels == (8, 8, 16)
+
+
+def test_unknown_impl_fails_at_composition():
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        with pytest.raises(Exception, match="impl"):
+            compose(config_name="train", overrides=["impl=no_such_impl"])
+
+
+def test_tiny_run_writes_event_files_summary_and_model(tiny_dataset, tmp_path):
+    summary = train_tiny(tiny_config(tiny_dataset), str(tmp_path))
+    train = scalars(tmp_path, "train")
+    assert {"loss", "accuracy", "step_time_ms", "vertices_per_second", "compile_time_s"} <= set(train)
+    assert [step for step, _ in train["loss"]] == [1, 2, 3]
+    assert [step for step, _ in train["step_time_ms"]] == [2, 3]  # step 1 compiled
+    assert all(value > 0 for _, value in train["step_time_ms"])
+    evaluation = scalars(tmp_path, "eval")
+    assert [step for step, _ in evaluation["accuracy"]] == [2, 3]
+    assert {"mean_iou", "majority_baseline_accuracy"} <= set(evaluation)
+    assert 0 < evaluation["majority_baseline_accuracy"][-1][1] < 1
+    saved = RunSummary.load(tmp_path)
+    assert saved.eval_accuracy == pytest.approx(evaluation["accuracy"][-1][1])
+    assert saved.median_step_time_ms == pytest.approx(np.median([v for _, v in train["step_time_ms"]]))
+    assert summary.num_compilations == 1
+    assert (tmp_path / "model.keras").exists()
+
+
+def test_custom_and_keras_loops_agree_on_the_first_steps(tiny_dataset, tmp_path):
+    losses = {}
+    for loop in ("custom", "keras"):
+        train_tiny(tiny_config(tiny_dataset, f"loop={loop}"), str(tmp_path / loop))
+        losses[loop] = [value for _, value in scalars(tmp_path / loop, "train")["loss"]]
+    assert len(losses["keras"]) == 3
+    np.testing.assert_allclose(losses["keras"], losses["custom"], rtol=1e-4)
+    assert losses["custom"][0] != losses["custom"][2]  # the model did train
+
+
+def test_jit_run_compiles_the_train_step_once(tiny_dataset, tmp_path):
+    summary = train_tiny(tiny_config(tiny_dataset, "jit=true", "steps=4", "impl=gather_matmul"), str(tmp_path))
+    assert summary.num_compilations == 1
+    assert len(scalars(tmp_path, "train")["step_time_ms"]) == 3
+
+
+@pytest.mark.parametrize("impl", sorted(IMPLEMENTATIONS))
+def test_padded_values_change_neither_loss_nor_accuracy(impl, tiny_dataset):
+    features, labels = next(iter(make_dataset([tiny_dataset["train"]], batch_size=4, training=False)))
+    padded = ~tf.sequence_mask(features["num_vertices"], tf.shape(labels)[1])
+    assert bool(tf.reduce_any(padded)), "the batch must contain padding"
+    keras.utils.set_random_seed(0)
+    model = MeshSegmentationNet(6, impl=impl, conv_channels=(8, 8), hidden_channels=16)
+    noisy = dict(features)
+    noise = tf.random.normal(tf.shape(features["vertices"]), stddev=100.0)
+    noisy["vertices"] = tf.where(padded[..., None], noise, features["vertices"])
+    valid = labels >= 0
+    for name, batch in (("clean", features), ("noisy", noisy)):
+        logits = model(batch)
+        predictions = tf.boolean_mask(tf.argmax(logits, -1, output_type=tf.int32), valid)
+        result = (float(masked_cross_entropy(labels, logits)), predictions.numpy())
+        if name == "clean":
+            reference = result
+    assert result[0] == pytest.approx(reference[0], rel=1e-6)
+    np.testing.assert_array_equal(result[1], reference[1])
+
+
+def test_a_few_steps_on_a_real_mesh_lower_the_loss(tmp_path):
+    rna = PROJECT / "data" / "rna_sample"
+    mesh = load_labelled_mesh(rna / "off" / "1VQ6_9.off", rna / "labels" / "1VQ6_9.txt",
+                              label_offset=1)
+    path = str(tmp_path / "real.tfrecords")
+    with tf.io.TFRecordWriter(path) as writer:
+        writer.write(mesh_to_example(mesh.vertices, mesh.triangles, mesh.labels))
+    features, batch_labels = next(iter(make_dataset([path], batch_size=1, training=False)))
+    keras.utils.set_random_seed(0)
+    model = MeshSegmentationNet(260, impl="gather_matmul", conv_channels=(16, 16), hidden_channels=32)
+    step = TrainStep(model, keras.optimizers.Adam(1e-2), jit=False,
+                     strategy=tf.distribute.get_strategy())
+    losses = [float(step(features, batch_labels)[0]) for _ in range(6)]
+    assert losses[0] == pytest.approx(np.log(260), rel=0.05)  # a fresh net is near uniform
+    assert losses[-1] < losses[0] - 0.05
+
+
+@pytest.mark.slow
+def test_multirun_writes_one_logdir_per_job(tiny_dataset, tmp_path):
+    command = [sys.executable, "train.py", "-m", "loop=custom,keras", "data=tfrecords",
+               f"data.train_files={tiny_dataset['train']}", f"data.test_files={tiny_dataset['test']}",
+               "data.num_classes=6", "data.batch_size=2", "model.conv_channels=[8,8]",
+               "model.hidden_channels=16", "steps=2", "eval_every=2",
+               f"hydra.sweep.dir={tmp_path}"]
+    result = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert result.returncode == 0, result.stderr[-3000:]
+    job_dirs = sorted(p for p in tmp_path.iterdir() if (p / "train").is_dir())
+    assert [p.name for p in job_dirs] == ["0_gather_matmul_custom_jit-False", "1_gather_matmul_keras_jit-False"]
+    for job_dir in job_dirs:
+        assert {"loss", "accuracy", "step_time_ms"} <= set(scalars(job_dir, "train"))
+    pids = {RunSummary.load(job_dir).pid for job_dir in job_dirs}
+    assert len(pids) == 2  # each job trained in its own process
