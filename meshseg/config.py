@@ -162,27 +162,27 @@ class TrainConfig:
     resume: Optional[str] = None  # a run directory to continue from its latest checkpoint
 
 
-def check(cfg: TrainConfig) -> None:
+def check(config: TrainConfig) -> None:
     """Checks what the types cannot: positive counts, choices and combinations.
 
     Raises:
       ConfigError: naming the setting.
     """
-    counts = {"steps": cfg.steps, "eval_every": cfg.eval_every,
-              "checkpoint.every": cfg.checkpoint.every, "checkpoint.keep": cfg.checkpoint.keep,
-              "data.batch_size": cfg.data.batch_size}
+    counts = {"steps": config.steps, "eval_every": config.eval_every,
+              "checkpoint.every": config.checkpoint.every,
+              "checkpoint.keep": config.checkpoint.keep, "data.batch_size": config.data.batch_size}
     for key, value in counts.items():
         if value < 1:
             raise ConfigError(f"{key} must be >= 1, got {value}")
-    if cfg.precision not in PRECISIONS:
-        raise ConfigError(f"precision={cfg.precision}: choose one of {', '.join(PRECISIONS)}")
-    if cfg.data.source not in DATA_SOURCES:
-        raise ConfigError(f"data.source must be one of {DATA_SOURCES}, got {cfg.data.source!r}")
-    cfg.data.augment.check()
-    if cfg.strategy.name != "default" and cfg.jit:
-        raise ConfigError(f"jit=true with strategy={cfg.strategy.name} is not supported; "
+    if config.precision not in PRECISIONS:
+        raise ConfigError(f"precision={config.precision}: choose one of {', '.join(PRECISIONS)}")
+    if config.data.source not in DATA_SOURCES:
+        raise ConfigError(f"data.source must be one of {DATA_SOURCES}, got {config.data.source!r}")
+    config.data.augment.check()
+    if config.strategy.name != "default" and config.jit:
+        raise ConfigError(f"jit=true with strategy={config.strategy.name} is not supported; "
                           "use jit=false (replicas merge updates outside XLA)")
-    if cfg.strategy.name == "multi_worker" and cfg.loop.name != "custom":
+    if config.strategy.name == "multi_worker" and config.loop.name != "custom":
         raise ConfigError("strategy=multi_worker needs loop=custom (Keras 3 Model.fit does not "
                           "run MultiWorkerMirroredStrategy here)")
 

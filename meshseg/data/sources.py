@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from hydra.utils import to_absolute_path
 
 from meshseg.config import DataConfig
 from meshseg.data.buckets import auto_boundaries, bucket_shapes
@@ -37,7 +36,8 @@ log = logging.getLogger(__name__)
 def resolve_files(data: DataConfig) -> dict[str, list[str]]:
     """Train and test shard paths of the `data` config (see the module docstring).
 
-    Relative paths are resolved against the directory the application was started in.
+    Relative paths are taken as they are, relative to the working directory (the run
+    makes them absolute first, `meshseg.train.run.typed_config`).
 
     Raises:
       ConfigError: if the source folder is missing or a glob matches no file.
@@ -46,17 +46,16 @@ def resolve_files(data: DataConfig) -> dict[str, list[str]]:
     if data.source == "tfrecords":
         files = {}
         for split, pattern in (("train", data.train_files), ("test", data.test_files)):
-            pattern = to_absolute_path(pattern)
             files[split] = sorted(glob.glob(pattern))
             if not files[split]:
                 raise ConfigError(f"data.{split}_files={pattern!r} matches no file")
         return files
-    root = str(Path(to_absolute_path(data.root)).resolve())
+    root = str(Path(data.root).resolve())
     if not Path(root).is_dir():
         raise ConfigError(f"data.root={root!r} is not a folder; pass data.root=<path>")
     source = MeshFolder(root, data.meshes, data.labels, data.num_classes, data.label_offset,
                         {"train": data.train_shards, "test": data.test_shards}, data.adjacency)
-    prepared = prepare_mesh_folder(source, to_absolute_path(data.cache_dir),
+    prepared = prepare_mesh_folder(source, data.cache_dir,
                                    workers=data.convert_workers)
     return {"train": prepared["train"], "test": prepared["test"]}
 

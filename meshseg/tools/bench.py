@@ -148,7 +148,6 @@ def measure(config: Dict) -> Dict:
     allocated, so their RSS barely rises.)
     """
     import numpy as np
-    import tensorflow as tf
 
     from meshseg.nn.model import MeshSegmentationNet
     from meshseg.train.summaries import peak_rss_mib

@@ -50,7 +50,8 @@ class CustomLoop:
             loss = float(loss)  # waits for the step to finish
             seconds = time.perf_counter() - start
             if not bool(finite):
-                applied = "was not applied" if self.train_step.guarded else "was applied (replicated)"
+                applied = ("was not applied" if self.train_step.guarded
+                           else "was applied (replicated)")
                 controller.stop_non_finite(step, loss, f"the update {applied}. Batch: "
                                                        f"{self.describe_batch(features)}")
             controller.step_done(step, loss, float(accuracy), seconds, int(num_vertices),

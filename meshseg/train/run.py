@@ -36,14 +36,22 @@ from meshseg.train.summary import RunSummary
 log = logging.getLogger(__name__)
 
 
+DATA_PATHS = ("root", "cache_dir", "train_files", "test_files")
+
+
 def typed_config(cfg: DictConfig) -> TrainConfig:
-    """The composed DictConfig as the typed `TrainConfig`, checked (`meshseg.config.check`).
+    """The composed DictConfig as the typed `TrainConfig`, checked (`meshseg.config.check`),
+    with the data paths made absolute against the directory the application started in
+    (Hydra's `to_absolute_path`).
 
     Raises:
       ConfigError: for a value the schema's types cannot check.
     """
     config = OmegaConf.to_object(cfg)
     check(config)
+    for key in DATA_PATHS:
+        if getattr(config.data, key) is not None:
+            setattr(config.data, key, to_absolute_path(getattr(config.data, key)))
     if config.resume is not None and not os.path.isdir(to_absolute_path(config.resume)):
         raise ConfigError(f"resume={config.resume}: no such run directory")
     return config

@@ -3,7 +3,6 @@
 import base64
 import json
 import sys
-from pathlib import Path
 
 import nbformat
 import pytest

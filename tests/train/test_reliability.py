@@ -3,6 +3,7 @@
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -63,12 +64,17 @@ def test_sigterm_saves_a_checkpoint_and_says_how_to_resume(tiny_dataset, tmp_pat
     assert len(checkpoints) == 1 and checkpoints[0].name != "ckpt-1000.index"
 
 
-def test_a_non_finite_loss_stops_the_run_naming_step_and_batch(tiny_dataset, tmp_path):
+def write_non_finite_mesh(path) -> str:
+    """One tetrahedron record with an infinite coordinate, which makes the loss NaN."""
     vertices = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, np.inf]], np.float32)
-    path = str(tmp_path / "bad.tfrecords")
-    with tf.io.TFRecordWriter(path) as writer:
+    with tf.io.TFRecordWriter(str(path)) as writer:
         writer.write(mesh_to_example(vertices, np.array([[0, 1, 2], [0, 1, 3]], np.int32),
                                      np.array([0, 1, 2, 3], np.int32)))
+    return str(path)
+
+
+def test_a_non_finite_loss_stops_the_run_naming_step_and_batch(tiny_dataset, tmp_path):
+    path = write_non_finite_mesh(tmp_path / "bad.tfrecords")
     cfg = tiny_config(tiny_dataset, f"data.train_files={path}", "data.batch_size=1")
     with pytest.raises(NonFiniteError, match=r"step 1: non-finite loss .* Batch: .*bad.tfrecords, record 0\. "):
         train_tiny(cfg, str(tmp_path / "run"))
@@ -133,3 +139,18 @@ def test_train_py_refuses_another_runs_directory_before_hydra_writes_into_it(tin
     assert result.returncode == 2
     assert "holds a run with different settings (impl.name)" in result.stderr
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.slow
+def test_train_py_exits_with_the_status_of_each_error_class(tiny_dataset, tmp_path):
+    cut = tmp_path / "cut.tfrecords"
+    cut.write_bytes(Path(tiny_dataset["train"]).read_bytes()[:-10])
+    bad = write_non_finite_mesh(tmp_path / "bad.tfrecords")
+    cases = [({"train": str(cut)}, [], 4, "cut.tfrecords, record 3: truncated or corrupt shard"),
+             ({"train": bad}, ["data.batch_size=1"], 3, "step 1: non-finite loss")]
+    for index, (files, overrides, status, message) in enumerate(cases):
+        result = train_py({**tiny_dataset, **files}, tmp_path / f"run{index}", *overrides)
+        output = result.stdout + result.stderr
+        assert result.returncode == status, output[-2000:]
+        assert message in output and "Traceback" not in output
+    assert not (tmp_path / "run0" / "train").exists()  # a data error stops before training
