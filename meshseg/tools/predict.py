@@ -35,6 +35,7 @@ from meshseg.errors import ConfigError, MeshsegError
 from meshseg.nn import model as _registers_keras_classes  # noqa: F401  (for load_model)
 from meshseg.tools.visualize import label_colors
 from meshseg.train.evaluate import confusion_matrix, make_predict_step
+from meshseg.train.rundir import MODEL_FILE
 from meshseg.train.summary import load_run
 
 
@@ -66,7 +67,7 @@ def input_settings(run_dir: str) -> InputSettings:
 
 def load_model(run_dir: str) -> keras.Model:
     """The trained `MeshSegmentationNet` of `<run_dir>/model.keras`."""
-    return keras.models.load_model(os.path.join(run_dir, "model.keras"), compile=False)
+    return keras.models.load_model(os.path.join(run_dir, MODEL_FILE), compile=False)
 
 
 def mesh_inputs(vertices: np.ndarray, triangles: np.ndarray,

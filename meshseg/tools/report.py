@@ -24,6 +24,7 @@ import tensorflow as tf
 from matplotlib.figure import Figure
 from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
 
+from meshseg.train.rundir import SUMMARY_FILE
 from meshseg.train.summary import load_run
 
 PLOTS = ("step_time_vs_accuracy.png", "loss_curves.png", "step_time_box.png")
@@ -38,7 +39,7 @@ def find_runs(root: str) -> List[str]:
         train_dir = os.path.join(directory, "train")
         has_events = os.path.isdir(train_dir) and any(
             "tfevents" in name for name in os.listdir(train_dir))
-        if "summary.json" in files or has_events:
+        if SUMMARY_FILE in files or has_events:
             runs.append(directory)
     return sorted(runs)
 

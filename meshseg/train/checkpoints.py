@@ -7,7 +7,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
-CHECKPOINT_DIR = "checkpoints"
+from meshseg.train.rundir import CHECKPOINT_DIR
 
 
 class TrainingCheckpoint:

@@ -29,7 +29,7 @@ from meshseg.train.distribute import barrier, is_chief, is_replicated, shard_by_
 from meshseg.train.evaluate import evaluate, make_predict_step
 from meshseg.train.hparams import log_hparams
 from meshseg.train.keras_loop import KerasLoop
-from meshseg.train.rundir import claim_run_dir
+from meshseg.train.rundir import MODEL_FILE, claim_run_dir
 from meshseg.train.summaries import peak_rss_mib
 from meshseg.train.summary import RunSummary
 
@@ -190,7 +190,7 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
             log_hparams(run_dir, config, summary)
         else:
             shutil.rmtree(output_dir, ignore_errors=True)
-    model.save(os.path.join(run_dir, "model.keras"), include_optimizer=False)
+    model.save(os.path.join(run_dir, MODEL_FILE), include_optimizer=False)
     barrier(strategy)
     log_results(run_dir, summary)
     return summary

@@ -10,8 +10,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from meshseg.errors import RunDirError
 
-RUN_CONFIG = "run_config.yaml"
-OUTPUTS = ("checkpoints", "train", "eval", "summary.json", "model.keras")
+# What a run directory holds, besides Hydra's `.hydra/` and `train.log`.
+RUN_CONFIG = "run_config.yaml"  # the run's settings (`claim_run_dir`)
+SUMMARY_FILE = "summary.json"  # its results (`meshseg.train.summary.RunSummary`)
+MODEL_FILE = "model.keras"  # the trained model
+CHECKPOINT_DIR = "checkpoints"  # `meshseg.train.checkpoints.TrainingCheckpoint`
+OUTPUTS = (CHECKPOINT_DIR, "train", "eval", SUMMARY_FILE, MODEL_FILE)
 # Settings a resumed run may change: how long it trains, how often it evaluates, what
 # it resumes.
 RESUMABLE_CHANGES = ("steps", "eval_every", "resume", "checkpoint")

@@ -17,9 +17,7 @@ from omegaconf import OmegaConf
 
 from meshseg.config import TrainConfig
 from meshseg.errors import ConfigError
-from meshseg.train.rundir import RUN_CONFIG
-
-SUMMARY_FILE = "summary.json"
+from meshseg.train.rundir import RUN_CONFIG, SUMMARY_FILE
 
 
 @dataclass
