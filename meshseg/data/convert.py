@@ -79,7 +79,7 @@ def _manifest_entry(mesh: meshfiles.LabelledMesh, mesh_path, label_path, shard: 
         "shard": shard, "num_vertices": len(mesh.vertices),
         "num_triangles": len(mesh.triangles), "num_edges": len(mesh.edges),
         "max_degree": mesh.max_degree, "degenerate_faces": mesh.face_counts.degenerate,
-        "duplicate_faces": mesh.face_counts.duplicate,
+        "duplicate_faces": mesh.face_counts.duplicate, "origin": mesh.origin.tolist(),
         "histogram": np.bincount(mesh.labels).tolist(),
     }
 

@@ -10,7 +10,8 @@ For shards `<prefix>-00000-of-0000N.tfrecords` the manifest is
      "vertex_count": {"min", "max", "mean", "median"},
      "faces": {"degenerate": total, "duplicate": total},
      "meshes": [{"source", "sha256", "labels", "shard", "num_vertices", "num_triangles",
-                 "num_edges", "max_degree", "degenerate_faces", "duplicate_faces"}, ...],
+                 "num_edges", "max_degree", "degenerate_faces", "duplicate_faces",
+                 "origin": [x, y, z] the stored positions are relative to}, ...],
      "skipped": [{"source", "reason"}, ...]}
 """
 

@@ -1,11 +1,18 @@
 """Reads one labelled mesh file into validated arrays (NumPy + trimesh, no TensorFlow).
 
 Meshes (OBJ, OFF, PLY, STL, GLB/GLTF and anything else trimesh reads) are
-loaded with `trimesh.load(path, process=False)`, so the file's vertex order,
-and with it the vertex-to-label alignment, is kept; polygons with more than
-three corners are triangulated by trimesh's loaders (a quad becomes two
-triangles, in face order). STL stores no shared vertices, so an STL mesh has
-three vertices per triangle and its 1-ring is the triangle itself.
+loaded with `trimesh.load(path, process=False)`, so the file's vertex list, in
+file order and with vertices no face uses, is the mesh's vertex list, and with it
+the vertex-to-label alignment is kept; polygons with more than three corners are
+triangulated by trimesh's loaders (a quad becomes two triangles, in face order).
+STL stores no shared vertices, so an STL mesh has three vertices per triangle and
+its 1-ring is the triangle itself.
+
+OBJ needs care: its faces index positions, texture coordinates and normals
+separately, and trimesh splits a position used with two texture coordinates (a
+seam) into two vertices and drops positions no face uses. So an OBJ is read for
+its geometry only (`v` and `f` lines, each face corner reduced to its position
+index), and its vertex count must equal its number of `v` lines.
 
 A file that loads as a Scene (GLB, multi-object files) is concatenated: its
 geometries are taken in sorted geometry-name order, each transformed by the
@@ -21,6 +28,7 @@ going to the lowest class id (see `face_to_vertex_labels`).
 """
 
 import hashlib
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +36,8 @@ import numpy as np
 import trimesh
 
 from meshseg.data.adjacency import mesh_edges
-from meshseg.data.validate import FaceCounts, InvalidMeshError, validate_mesh
+from meshseg.data.validate import (FaceCounts, InvalidMeshError, float32_positions,
+                                   validate_geometry, validate_labels)
 
 LABEL_KINDS = ("vertex", "face")
 
@@ -39,9 +48,12 @@ class LabelledMesh:
 
     Attributes:
       vertices: float32 [V, 3]; triangles: int32 [T, 3]; labels: int32 [V].
-      face_counts: degenerate and duplicate faces (see `validate.FaceCounts`).
+      face_counts: degenerate and duplicate faces of the stored (float32) positions
+        (see `validate.FaceCounts`).
       sha256: hex digest of the mesh file.
       edges, edge_weights: int32 [E, 2] / float32 [E] 1-ring adjacency (`mesh_edges`).
+      origin: float64 [3], the point the stored positions are relative to (zeros unless
+        float32 needed centring, `validate.float32_positions`).
     """
 
     vertices: np.ndarray
@@ -51,6 +63,7 @@ class LabelledMesh:
     sha256: str
     edges: np.ndarray
     edge_weights: np.ndarray
+    origin: np.ndarray
 
     @property
     def max_degree(self) -> int:
@@ -90,8 +103,38 @@ def _concatenate_scene(scene: trimesh.Scene) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(vertices), np.concatenate(faces)
 
 
+def _obj_geometry(path: str | Path) -> tuple[io.StringIO, int]:
+    """An OBJ file reduced to its geometry: its `v` lines, and its `f` lines with every
+    corner reduced to the position index ("7/3/5" -> "7"); plus its number of `v` lines."""
+    lines, positions = [], 0
+    with open(path, encoding="utf-8", errors="replace") as stream:
+        for line in stream:
+            fields = line.split()
+            if not fields:
+                continue
+            if fields[0] == "v":
+                lines.append(line.rstrip("\n"))
+                positions += 1
+            elif fields[0] == "f":
+                lines.append(" ".join(["f"] + [corner.split("/")[0] for corner in fields[1:]]))
+    return io.StringIO("\n".join(lines) + "\n"), positions
+
+
+def _load(path: str | Path):
+    """`trimesh.load` without processing, keeping the file's vertex list (see the module
+    docstring for OBJ). Raises InvalidMeshError."""
+    if Path(path).suffix.lower() != ".obj":
+        return trimesh.load(path, process=False)
+    geometry, positions = _obj_geometry(path)
+    loaded = trimesh.load(geometry, file_type="obj", process=False, maintain_order=True,
+                          skip_materials=True)
+    if isinstance(loaded, trimesh.Trimesh) and len(loaded.vertices) != positions:
+        raise InvalidMeshError(f"{positions} `v` lines but {len(loaded.vertices)} vertices read")
+    return loaded
+
+
 def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
-    """Loads a mesh file without trimesh's processing.
+    """Loads a mesh file without trimesh's processing; its vertex list is the file's.
 
     Returns:
       vertices float64 [V, 3] and faces int64 [T, 3] (scenes concatenated; see the
@@ -102,7 +145,9 @@ def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         scene that cannot be concatenated.
     """
     try:
-        loaded = trimesh.load(path, process=False)
+        loaded = _load(path)
+    except InvalidMeshError:
+        raise
     except Exception as error:  # trimesh raises many types for unreadable files
         raise InvalidMeshError(f"cannot load mesh: {type(error).__name__}: {error}") from error
     if isinstance(loaded, trimesh.Scene):
@@ -170,6 +215,39 @@ def face_to_vertex_labels(
     return result
 
 
+@dataclass
+class Geometry:
+    """A mesh's geometry as a record stores it, validated (`load_geometry`).
+
+    Attributes:
+      vertices: float32 [V, 3] positions, relative to `origin`.
+      triangles: int32 [T, 3].
+      origin: float64 [3], zeros unless float32 needed centring
+        (`validate.float32_positions`).
+      face_counts: degenerate and duplicate faces of the stored positions.
+    """
+
+    vertices: np.ndarray
+    triangles: np.ndarray
+    origin: np.ndarray
+    face_counts: FaceCounts
+
+
+def load_geometry(path: str | Path) -> Geometry:
+    """Loads a mesh file (`load_mesh`), checks its geometry (`validate_geometry`) and
+    converts its positions to float32 as a record stores them (`float32_positions`). The
+    converter and prediction both read meshes through this function.
+
+    Raises:
+      InvalidMeshError: for an unreadable file or a broken geometry rule; the message
+        does not name the file.
+    """
+    vertices, triangles = load_mesh(path)
+    counts = validate_geometry(vertices, triangles)
+    stored, origin, counts = float32_positions(vertices, triangles, counts)
+    return Geometry(stored, triangles.astype(np.int32), origin, counts)
+
+
 def load_labelled_mesh(
     mesh_path: str | Path,
     label_path: str | Path,
@@ -196,18 +274,18 @@ def load_labelled_mesh(
     """
     if label_kind not in LABEL_KINDS:
         raise ValueError(f"label_kind must be one of {LABEL_KINDS}, got {label_kind!r}")
-    vertices, triangles = load_mesh(mesh_path)
+    geometry = load_geometry(mesh_path)
+    num_vertices = len(geometry.vertices)
     labels = load_label_file(label_path) + label_offset
     if label_kind == "face":
-        validate_mesh(vertices, triangles, np.zeros(len(vertices), np.int64))
         if labels.size and labels.min() < 0:
             raise InvalidMeshError(f"per-face label {labels.min()} < 0 after offset")
-        labels = face_to_vertex_labels(triangles, labels, len(vertices))
-    face_counts = validate_mesh(vertices, triangles, labels, num_classes)
-    triangles = triangles.astype(np.int32)
-    edges, edge_weights = mesh_edges(triangles, len(vertices))
-    return LabelledMesh(vertices.astype(np.float32), triangles, labels.astype(np.int32),
-                        face_counts, file_sha256(mesh_path), edges, edge_weights)
+        labels = face_to_vertex_labels(geometry.triangles, labels, num_vertices)
+    validate_labels(labels, num_vertices, num_classes)
+    edges, edge_weights = mesh_edges(geometry.triangles, num_vertices)
+    return LabelledMesh(geometry.vertices, geometry.triangles, labels.astype(np.int32),
+                        geometry.face_counts, file_sha256(mesh_path), edges, edge_weights,
+                        geometry.origin)
 
 
 def convert_job(job: dict) -> tuple[bool, LabelledMesh | str]:

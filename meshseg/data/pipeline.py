@@ -20,7 +20,7 @@ from meshseg.config import AugmentConfig
 from meshseg.data.adjacency import mesh_edges
 from meshseg.data.augment import augment_vertices
 from meshseg.data.buckets import bucket_batch
-from meshseg.data.reader import BadRecordLog, check_shard, stored_adjacency
+from meshseg.data.reader import BadRecordLog, check_shard, shard_compression, stored_adjacency
 from meshseg.data.records import parse_adjacency, parse_mesh_record
 
 # Shards read at once; records are taken round-robin, one from each in turn.
@@ -112,13 +112,13 @@ def read_meshes(files: list[str], training: bool = False, seed: int | None = Non
     widest = max([len(bad) for _, bad in checks] + [1])
     skipped = [bad + [-1] * (widest - len(bad)) for _, bad in checks]
     shards = tf.data.Dataset.from_tensor_slices((
-        [str(f) for f in files], tf.constant([n for n, _ in checks], tf.int64),
-        tf.constant(skipped, tf.int64)))
+        [str(f) for f in files], [shard_compression(str(f)) for f in files],
+        tf.constant([n for n, _ in checks], tf.int64), tf.constant(skipped, tf.int64)))
     if training:
         shards = shards.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
 
-    def shard_records(path, readable, bad):
-        records = tf.data.TFRecordDataset(path).take(readable).enumerate()
+    def shard_records(path, compression, readable, bad):
+        records = tf.data.TFRecordDataset(path, compression).take(readable).enumerate()
         records = records.filter(lambda index, _: ~tf.reduce_any(tf.equal(index, bad)))
         return records.map(lambda index, serialized: _parse(
             serialized, tf.strings.join([path, ", record ", tf.strings.as_string(index)]),

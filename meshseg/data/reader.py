@@ -9,7 +9,11 @@ a shard's records once, decodes each with protobuf + NumPy
 `BadRecordLog`. The pipeline then reads the shard in graph mode (so its iterator
 stays checkpointable, which a `from_generator` reader is not), up to the first
 unreadable byte and without the bad indices. A truncated or corrupt shard cannot
-be resynchronised, so skipping there drops the rest of that shard (counted once).
+be resynchronised, so skipping there drops the rest of that shard (counted once, as
+a record; a shard with no readable record at all is counted as a skipped shard).
+
+Shards may be GZIP- or ZLIB-compressed TFRecords: `shard_compression` detects it
+per shard, and every reader opens the shard with it (`open_shard`).
 """
 
 import functools
@@ -35,18 +39,51 @@ class BadRecordError(DataError):
 
 
 class BadRecordLog:
-    """Counts (and keeps the messages of) the records skipped under `skip_bad_records`."""
+    """Counts (and keeps the messages of) what `skip_bad_records` skipped: single records
+    (`messages`, `count`) and whole shards without a readable record (`shards`)."""
 
     def __init__(self):
         self.messages: list[str] = []
+        self.shards: list[str] = []
 
     @property
     def count(self) -> int:
         return len(self.messages)
 
-    def add(self, message: str) -> None:
-        self.messages.append(message)
-        log.warning("skipping bad record (%d so far): %s", self.count, message)
+    def add(self, message: str, whole_shard: bool = False) -> None:
+        if whole_shard:
+            self.shards.append(message)
+            log.warning("skipping unreadable shard (%d so far): %s", len(self.shards), message)
+        else:
+            self.messages.append(message)
+            log.warning("skipping bad record (%d so far): %s", self.count, message)
+
+
+COMPRESSIONS = ("", "GZIP", "ZLIB")  # TFRecordDataset's compression types, uncompressed first
+
+
+def shard_compression(path: str) -> str:
+    """The compression of a TFRecord shard: "" (none), "GZIP" or "ZLIB", the first with
+    which its first record reads ("" for an empty or unreadable shard, which the reader
+    then reports). Cached per file version."""
+    stat = os.stat(path)
+    return _compression(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=1024)
+def _compression(path: str, size: int, mtime_ns: int) -> str:
+    for compression in COMPRESSIONS:
+        try:
+            next(iter(tf.data.TFRecordDataset(path, compression_type=compression).take(1)))
+            return compression
+        except (StopIteration, tf.errors.OpError):
+            continue
+    return ""
+
+
+def open_shard(path: str) -> tf.data.TFRecordDataset:
+    """The records of one shard, read with its detected compression."""
+    return tf.data.TFRecordDataset(str(path), compression_type=shard_compression(path))
 
 
 def _tensor(example: tf.train.Example, name: str, dtype) -> np.ndarray:
@@ -143,7 +180,7 @@ def stored_adjacency(files: list[str]) -> str:
     levels = []
     for path in files:
         try:
-            first = next(iter(tf.data.TFRecordDataset(str(path)).take(1)), None)
+            first = next(iter(open_shard(path).take(1)), None)
         except tf.errors.OpError:
             first = None
         levels.append("none" if first is None else record_adjacency(first.numpy()))
@@ -173,10 +210,10 @@ def check_shard(path: str, adjacency: str = "none", skip_bad_records: bool = Fal
     bad_records = bad_records if bad_records is not None else BadRecordLog()
     stat = os.stat(path)
     readable, problems = _shard_problems(str(path), stat.st_size, stat.st_mtime_ns, adjacency)
-    for _, message in problems:
+    for index, message in problems:
         if not skip_bad_records:
             raise BadRecordError(message)
-        bad_records.add(message)
+        bad_records.add(message, whole_shard=readable == 0 and index == 0)
     return readable, [index for index, _ in problems if index < readable]
 
 
@@ -191,7 +228,7 @@ def _shard_problems(path: str, size: int, mtime_ns: int,
       for each record that does not decode, then (readable, message) for a truncated or
       corrupt tail, in file order.
     """
-    records = iter(tf.data.TFRecordDataset(path))
+    records = iter(open_shard(path))
     index, problems = 0, []
     while True:
         try:

@@ -28,7 +28,7 @@ from meshseg.data.manifest import manifest_sizes
 from meshseg.data.pipeline import make_dataset, read_meshes
 from meshseg.data.prepare import MeshFolder, prepare_mesh_folder
 from meshseg.data.reader import BadRecordLog
-from meshseg.errors import ConfigError
+from meshseg.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 
@@ -161,8 +161,12 @@ def build_datasets(data: DataConfig, seed: int, jit: bool):
         num_meshes[split] = int(sizes[split].shape[0])
         skipped[split] = bad_records.count
         origins.add(origin)
-        if bad_records.count:
-            log.warning("%s split: skipped %d bad record(s)", split, bad_records.count)
+        if bad_records.count or bad_records.shards:
+            log.warning("%s split: skipped %d bad record(s) and %d unreadable shard(s)", split,
+                        bad_records.count, len(bad_records.shards))
+        if not num_meshes[split]:
+            raise DataError(f"the {split} split holds no mesh: {', '.join(files[split])} "
+                            "(empty shards, or every record skipped)")
     all_sizes = np.concatenate([sizes["train"], sizes["test"]])
     boundaries, shapes = choose_bucket_shapes(all_sizes, data) if jit else (None, None)
     if jit:

@@ -11,7 +11,8 @@ Rules, in the order they are checked (the first failure is reported):
    `num_classes` is None).
 
 Degenerate faces (a repeated vertex index, or zero area) and duplicate faces
-(the same vertex set as an earlier face, in any order) are legal but counted.
+(the same vertex set as an earlier face, in any order) are legal but counted, on
+the positions as they are stored (float32, `float32_positions`).
 """
 
 from dataclasses import dataclass
@@ -58,30 +59,21 @@ def count_suspicious_faces(vertices: np.ndarray, triangles: np.ndarray) -> FaceC
                       duplicate=int(triangles.shape[0] - distinct))
 
 
-def validate_mesh(
-    vertices: np.ndarray,
-    triangles: np.ndarray,
-    labels: np.ndarray,
-    num_classes: int | None = None,
-) -> FaceCounts:
-    """Validates one labelled mesh (see the module docstring for the rules).
+def validate_geometry(vertices: np.ndarray, triangles: np.ndarray) -> FaceCounts:
+    """Checks rules 1-4 (see the module docstring) of a mesh's geometry.
 
     Args:
-      vertices: float [V, 3] positions.
-      triangles: integer [T, 3] vertex indices.
-      labels: integer [V] class labels.
-      num_classes: labels must be < num_classes; None checks only >= 0.
+      vertices: float [V, 3] positions; triangles: integer [T, 3] vertex indices.
 
     Returns:
       The mesh's `FaceCounts`.
 
     Raises:
-      InvalidMeshError: for the first broken rule, e.g. "4 labels for 5
-        vertices", "face vertex indices span [0, 9], outside [0, 5)",
-        "vertex coordinates contain NaN or infinity", "labels span [0, 8],
-        outside [0, 8) (num_classes=8)", "empty mesh (0 vertices, 0 triangles)".
+      InvalidMeshError: for the first broken rule, e.g. "empty mesh (0 vertices, 0
+        triangles)", "vertex coordinates contain NaN or infinity", "face vertex indices
+        span [0, 9], outside [0, 5)".
     """
-    vertices, triangles, labels = (np.asarray(a) for a in (vertices, triangles, labels))
+    vertices, triangles = np.asarray(vertices), np.asarray(triangles)
     num_vertices = vertices.shape[0] if vertices.ndim else 0
     num_triangles = triangles.shape[0] if triangles.ndim else 0
     if num_vertices == 0 or num_triangles == 0:
@@ -97,10 +89,76 @@ def validate_mesh(
         raise InvalidMeshError(
             f"face vertex indices span [{triangles.min()}, {triangles.max()}], "
             f"outside [0, {num_vertices})")
+    return count_suspicious_faces(vertices, triangles)
+
+
+def validate_labels(labels: np.ndarray, num_vertices: int,
+                    num_classes: int | None = None) -> None:
+    """Checks rules 5-6: one label per vertex, each in [0, num_classes).
+
+    Raises:
+      InvalidMeshError: e.g. "4 labels for 5 vertices", "labels span [0, 8], outside
+        [0, 8) (num_classes=8)".
+    """
+    labels = np.asarray(labels)
     if labels.ndim != 1 or labels.shape[0] != num_vertices:
         raise InvalidMeshError(f"{labels.size} labels for {num_vertices} vertices")
     upper = num_classes if num_classes is not None else np.iinfo(np.int32).max
     if labels.min() < 0 or labels.max() >= upper:
         bound = f"[0, {num_classes}) (num_classes={num_classes})" if num_classes else "[0, inf)"
         raise InvalidMeshError(f"labels span [{labels.min()}, {labels.max()}], outside {bound}")
-    return count_suspicious_faces(vertices, triangles)
+
+
+def validate_mesh(vertices: np.ndarray, triangles: np.ndarray, labels: np.ndarray,
+                  num_classes: int | None = None) -> FaceCounts:
+    """Validates one labelled mesh: `validate_geometry`, then `validate_labels`.
+
+    Returns:
+      The mesh's `FaceCounts`.
+
+    Raises:
+      InvalidMeshError: for the first broken rule (see the module docstring).
+    """
+    counts = validate_geometry(vertices, triangles)
+    validate_labels(labels, len(vertices), num_classes)
+    return counts
+
+
+def _distinct(vertices: np.ndarray) -> int:
+    return int(np.unique(vertices, axis=0).shape[0])
+
+
+def float32_positions(vertices: np.ndarray, triangles: np.ndarray,
+                      counts: FaceCounts) -> tuple[np.ndarray, np.ndarray, FaceCounts]:
+    """The positions as a record stores them (float32), without losing what the file held.
+
+    Far from the origin (map-grid coordinates, say) float32 cannot tell nearby vertices
+    apart: the cast merges them and faces lose their area. When the plain cast loses
+    anything, the positions are first centred (in float64) at their bounding-box centre,
+    which is then the stored mesh's `origin`.
+
+    Args:
+      vertices: float64 [V, 3] positions as read; triangles: int [T, 3], valid indices.
+      counts: the `FaceCounts` of the float64 positions.
+
+    Returns:
+      (float32 [V, 3] stored positions, float64 [3] origin subtracted (zeros unless
+      needed), `FaceCounts` of the stored positions).
+
+    Raises:
+      InvalidMeshError: if even the centred positions merge vertices or collapse faces
+        in float32.
+    """
+    distinct = _distinct(vertices)
+    origin = np.zeros(3)
+    for attempt in range(2):
+        stored = (vertices - origin).astype(np.float32)
+        stored_counts = count_suspicious_faces(stored, triangles)
+        if _distinct(stored) == distinct and stored_counts.degenerate == counts.degenerate:
+            return stored, origin, stored_counts
+        origin = (vertices.min(axis=0) + vertices.max(axis=0)) / 2
+    raise InvalidMeshError(
+        f"coordinates lose precision in float32 even after centring: {distinct} distinct "
+        f"vertices become {_distinct(stored)}, {counts.degenerate} degenerate faces become "
+        f"{stored_counts.degenerate}")
+

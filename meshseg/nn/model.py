@@ -77,12 +77,15 @@ class MeshSegmentationNet(keras.Model):
       hidden_channels: width of the last hidden 1x1 convolution (256).
       translation_invariant: tie v = -u in every graph convolution (the demo's default).
       xla: build graph convolutions in their XLA-compilable formulation.
+      precision: the Keras dtype policy of every layer but the last ("float32",
+        "mixed_float16", "mixed_bfloat16"); the logits are float32 whatever it is. Saved
+        with the model, so a reloaded model computes as the trained one did.
     """
 
     def __init__(self, num_classes: int, impl: str, num_weight_matrices: int = 8,
                  input_channels: int = 16, conv_channels: Sequence[int] = (32, 64, 128),
                  hidden_channels: int = 256, translation_invariant: bool = True,
-                 xla: bool = False, **kwargs):
+                 xla: bool = False, precision: str = "float32", **kwargs):
         super().__init__(**kwargs)
         self.num_classes = num_classes
         self.impl = impl
@@ -92,13 +95,15 @@ class MeshSegmentationNet(keras.Model):
         self.hidden_channels = hidden_channels
         self.translation_invariant = translation_invariant
         self.xla = xla
-        self.lin_in = keras.layers.Conv1D(input_channels, 1, name="lin_in")
+        self.precision = precision
+        self.lin_in = keras.layers.Conv1D(input_channels, 1, name="lin_in", dtype=precision)
         self.graph_convs = [
             FeatureSteeredConvolution(num_weight_matrices, channels, impl=impl,
                                       translation_invariant=translation_invariant, xla=xla,
-                                      name=f"feast_{channels}")
+                                      name=f"feast_{channels}", dtype=precision)
             for channels in self.conv_channels]
-        self.lin_hidden = keras.layers.Conv1D(hidden_channels, 1, activation="relu", name="lin_hidden")
+        self.lin_hidden = keras.layers.Conv1D(hidden_channels, 1, activation="relu",
+                                              name="lin_hidden", dtype=precision)
         # Logits in float32 also under a mixed-precision policy (numerically safe softmax).
         self.lin_out = keras.layers.Conv1D(num_classes, 1, name="lin_out", dtype="float32")
 
@@ -128,4 +133,5 @@ class MeshSegmentationNet(keras.Model):
                     num_weight_matrices=self.num_weight_matrices,
                     input_channels=self.input_channels, conv_channels=list(self.conv_channels),
                     hidden_channels=self.hidden_channels,
-                    translation_invariant=self.translation_invariant, xla=self.xla)
+                    translation_invariant=self.translation_invariant, xla=self.xla,
+                    precision=self.precision)

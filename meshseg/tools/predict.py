@@ -1,7 +1,7 @@
 """Per-vertex predictions of a trained run on mesh files, and on the run's test split.
 
-Inputs are built exactly as the pipeline builds them: the mesh is loaded as the converter
-loads it (`meshseg.data.meshfiles.load_mesh`), its 1-ring adjacency with self-edges
+Inputs are built exactly as the pipeline builds them: the mesh is loaded and checked as
+the converter loads it (`meshseg.data.meshfiles.load_geometry`), its 1-ring adjacency with self-edges
 (`mesh_edges`) becomes the feature dict of `meshseg.batch.mesh_features`, and the vertices
 are normalised with the run's `mean_center` / `unit_scale` (`normalize_vertices`).
 
@@ -17,6 +17,7 @@ each mesh's per-vertex accuracy against `<labels-dir>/<stem>.txt`.
 
 import argparse
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
@@ -28,10 +29,12 @@ import trimesh
 
 from meshseg.batch import as_batch, mesh_features
 from meshseg.data.adjacency import mesh_edges
-from meshseg.data.meshfiles import load_label_file, load_mesh
+from meshseg.data.meshfiles import load_geometry, load_label_file
 from meshseg.data.pipeline import make_dataset, normalize_vertices
+from meshseg.data.reader import open_shard
 from meshseg.data.records import parse_mesh_record
-from meshseg.errors import ConfigError, MeshsegError
+from meshseg.data.validate import InvalidMeshError, validate_labels
+from meshseg.errors import ConfigError, DataError, MeshsegError
 from meshseg.nn import model as _registers_keras_classes  # noqa: F401  (for load_model)
 from meshseg.tools.visualize import label_colors
 from meshseg.train.evaluate import confusion_matrix, make_predict_step
@@ -102,7 +105,7 @@ def read_meshes(files: List[str]) -> Iterator[Dict[str, np.ndarray]]:
     """Yields the meshes of TFRecord shards in file order: vertices float32 [V, 3],
     triangles int32 [T, 3], labels int32 [V]."""
     for path in files:
-        for serialized in tf.data.TFRecordDataset(path):
+        for serialized in open_shard(path):
             mesh = parse_mesh_record(serialized, source=path)
             yield {key: mesh[key].numpy() for key in ("vertices", "triangles", "labels")}
 
@@ -130,7 +133,7 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3) -> Dict:
         meshes.append({**mesh, "predictions": predictions})
     return {"accuracy": float(np.trace(confusion) / max(confusion.sum(), 1)),
             "confusion": confusion,
-            "num_meshes": sum(1 for _ in tf.data.TFRecordDataset(settings.test_files)),
+            "num_meshes": sum(1 for path in settings.test_files for _ in open_shard(path)),
             "meshes": meshes}
 
 
@@ -147,39 +150,55 @@ def write_prediction(out_dir: str, stem: str, vertices: np.ndarray, triangles: n
     return ply_path, txt_path
 
 
+@dataclass
+class Predictions:
+    """What `predict_files` did: `written` mesh paths (their .ply/.txt pairs exist),
+    `accuracies` {mesh path: per-vertex accuracy} for meshes with a label file, and
+    `failures` {mesh path: reason} for meshes refused by the converter's checks."""
+
+    written: List[str]
+    accuracies: Dict[str, float]
+    failures: Dict[str, str]
+
+
 def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
-                  labels_dir: Optional[str] = None, label_offset: int = 0) -> Dict[str, float]:
+                  labels_dir: Optional[str] = None, label_offset: int = 0) -> Predictions:
     """Predicts and writes every mesh of `mesh_paths` (see the module docstring).
 
-    Written labels are predicted classes - `label_offset`, i.e. in the label files'
-    convention. With `labels_dir`, `<labels_dir>/<stem>.txt` + `label_offset` are the true
-    classes.
+    Each mesh is loaded and checked as the converter loads and checks it
+    (`meshseg.data.meshfiles.load_geometry`, and with `labels_dir` its label file with
+    `validate_labels`); a mesh that fails is listed in `failures` with its reason and the
+    others go on. Written labels are predicted classes - `label_offset`, i.e. in the label
+    files' convention. With `labels_dir`, `<labels_dir>/<stem>.txt` + `label_offset` are
+    the true classes.
 
     Returns:
-      {mesh path: per-vertex accuracy} for the meshes with label files (empty without
-      `labels_dir`).
-
-    Raises:
-      InvalidMeshError: if a mesh cannot be loaded as the converter loads it.
-      ValueError: if a mesh's label count differs from its vertex count.
+      the `Predictions`.
     """
     settings = input_settings(run_dir)
     model = load_model(run_dir)
-    accuracies = {}
+    result = Predictions([], {}, {})
     for path in mesh_paths:
-        vertices, triangles = load_mesh(path)
-        predictions = predict_labels(model, vertices, triangles, settings)
-        write_prediction(out_dir, Path(path).stem, vertices, triangles,
-                         predictions - label_offset)
+        try:
+            geometry = load_geometry(path)
+            if labels_dir:
+                labels = load_label_file(Path(labels_dir) / f"{Path(path).stem}.txt")
+                validate_labels(labels + label_offset, len(geometry.vertices),
+                                settings.num_classes)
+        except InvalidMeshError as error:
+            result.failures[path] = str(error)
+            continue
+        predictions = predict_labels(model, geometry.vertices, geometry.triangles, settings)
+        write_prediction(out_dir, Path(path).stem, geometry.vertices + geometry.origin,
+                         geometry.triangles, predictions - label_offset)
+        result.written.append(path)
         if labels_dir:
-            labels = load_label_file(Path(labels_dir) / f"{Path(path).stem}.txt")
-            if len(labels) != len(predictions):
-                raise ValueError(f"{path}: {len(labels)} labels for {len(predictions)} vertices")
-            accuracies[path] = float(np.mean(labels + label_offset == predictions))
-    return accuracies
+            result.accuracies[path] = float(np.mean(labels + label_offset == predictions))
+    return result
 
 
 def main(argv: Optional[List[str]] = None) -> None:
+    """Command-line entry point; exits with `DataError`'s status if a mesh failed."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", help="a run directory with model.keras")
     parser.add_argument("meshes", nargs="+", help="mesh files trimesh reads (OFF, PLY, OBJ, ...)")
@@ -189,13 +208,18 @@ def main(argv: Optional[List[str]] = None) -> None:
                         help="class = label + offset (1 for the RNA data's -1 = unlabelled)")
     args = parser.parse_args(argv)
     try:
-        accuracies = predict_files(args.run_dir, args.meshes, args.out, args.labels_dir,
-                                   args.label_offset)
+        result = predict_files(args.run_dir, args.meshes, args.out, args.labels_dir,
+                               args.label_offset)
     except MeshsegError as error:
         parser.exit(error.exit_code, f"error: {error}\n")
-    print(f"wrote {len(args.meshes)} predictions to {args.out}")
-    for path, accuracy in accuracies.items():
+    print(f"wrote {len(result.written)} predictions to {args.out}")
+    for path, accuracy in result.accuracies.items():
         print(f"{path}: accuracy {accuracy:.4f}")
+    for path, reason in result.failures.items():
+        print(f"error: {path}: {reason}", file=sys.stderr)
+    if result.failures:
+        parser.exit(DataError.exit_code, f"error: {len(result.failures)} of {len(args.meshes)} "
+                                         "meshes failed\n")
 
 
 if __name__ == "__main__":

@@ -1,25 +1,57 @@
 """Training checkpoints: model, optimizer, step and input position, in `<run_dir>/checkpoints`."""
 
+import logging
 import os
+import re
 import signal
-from typing import Optional
+from typing import List, Optional, Tuple
 
 import keras
 import tensorflow as tf
 
+from meshseg.errors import DataError
 from meshseg.train.rundir import CHECKPOINT_DIR
+
+log = logging.getLogger(__name__)
+
+
+CHECKPOINT_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
+
+
+def checkpoints_on_disk(directory: str) -> List[Tuple[int, str]]:
+    """(step, prefix) of every `ckpt-<step>` in `directory`, newest first, found by listing
+    the directory (not from its `checkpoint` state file, and not by a glob)."""
+    if not os.path.isdir(directory):
+        return []
+    found = [(int(match[1]), os.path.join(directory, f"ckpt-{match[1]}"))
+             for match in map(CHECKPOINT_INDEX.match, os.listdir(directory)) if match]
+    return sorted(found, reverse=True)
 
 
 class TrainingCheckpoint:
-    """A `tf.train.CheckpointManager` over the state a resumed run needs.
+    """The state a resumed run needs, in `<run_dir>/checkpoints/ckpt-<step>`, restored on
+    construction from the newest intact checkpoint.
+
+    Restore never trusts one file: the checkpoints are found by listing the directory,
+    newest first, and the first that restores completely wins; a damaged one (or a damaged
+    `checkpoint` state file) is logged and passed over, and the state file is rewritten to
+    list the intact ones, so that `tf.train.CheckpointManager` keeps and rotates them. A
+    checkpoint that cannot be read is never deleted.
 
     Args:
-      run_dir: the run directory; checkpoints go to `<run_dir>/checkpoints/ckpt-<step>`.
+      run_dir: the run directory.
       model: a built model (its variables exist).
       optimizer: its optimizer; its variables are created here so a restore fills them.
       iterator: optional `tf.data` iterator whose position (and shuffle state) is saved too,
         so a resumed custom loop sees exactly the batches an uninterrupted run would.
       max_to_keep: number of checkpoints kept (older ones are deleted).
+
+    Attributes:
+      restored_step: the step of the restored checkpoint (0 when there was none).
+      manager: the `tf.train.CheckpointManager` that saves and rotates checkpoints.
+
+    Raises:
+      DataError: if checkpoints exist but none of them restores (naming each and why).
     """
 
     def __init__(self, run_dir: str, model: keras.Model, optimizer: keras.optimizers.Optimizer,
@@ -31,15 +63,31 @@ class TrainingCheckpoint:
         if iterator is not None:
             state["iterator"] = iterator
         self.checkpoint = tf.train.Checkpoint(**state)
-        self.manager = tf.train.CheckpointManager(
-            self.checkpoint, os.path.join(run_dir, CHECKPOINT_DIR), max_to_keep=max_to_keep)
+        directory = os.path.join(run_dir, CHECKPOINT_DIR)
+        self.restored_step = self._restore_newest_intact(directory)
+        self.manager = tf.train.CheckpointManager(self.checkpoint, directory,
+                                                  max_to_keep=max_to_keep)
 
-    def restore_latest(self) -> int:
-        """Restores the latest checkpoint, if any; returns its step (0 when none)."""
-        if self.manager.latest_checkpoint is None:
-            return 0
-        self.checkpoint.restore(self.manager.latest_checkpoint).assert_existing_objects_matched()
-        return int(self.step.numpy())
+    def _restore_newest_intact(self, directory: str) -> int:
+        found = checkpoints_on_disk(directory)
+        failures = []
+        for index, (step, prefix) in enumerate(found):
+            try:
+                self.checkpoint.restore(prefix).assert_existing_objects_matched()
+            except Exception as error:  # a damaged checkpoint raises many types
+                reason = (str(error).strip() or "unreadable").splitlines()[0]
+                failures.append(f"{os.path.basename(prefix)}: {type(error).__name__}: {reason}")
+                log.warning("checkpoint %s does not restore (%s); trying an older one",
+                            prefix, failures[-1])
+                continue
+            intact = [p for _, p in reversed(found[index:])]
+            tf.compat.v1.train.update_checkpoint_state(directory, prefix,
+                                                       all_model_checkpoint_paths=intact)
+            return int(self.step.numpy())
+        if failures:
+            raise DataError(f"no checkpoint in {directory} restores ({'; '.join(failures)}); "
+                            "move them away to train from the start")
+        return 0
 
     def save(self, step: int) -> str:
         """Saves the state after `step` steps; returns the checkpoint path."""

@@ -1,8 +1,8 @@
 """The controller: everything around the training steps that both loops share.
 
 A loop (`meshseg.train.custom_loop`, `meshseg.train.keras_loop`) only runs steps. The
-controller restores the latest checkpoint (and with it the step a resumed run starts
-from), catches SIGINT/SIGTERM, logs every step, evaluates and saves checkpoints on the
+controller restores the newest intact checkpoint (and with it the step a resumed run
+starts from), catches SIGINT/SIGTERM, logs every step, evaluates and saves checkpoints on the
 schedule, and turns a non-finite step into a `NonFiniteError` naming the last good
 checkpoint. (`tf.train.CheckpointManager` + a step counter, as tensorflow/models'
 orbit controller.)
@@ -54,7 +54,7 @@ class Controller:
         resumed run sees exactly the batches an uninterrupted run would.
 
     Attributes:
-      start_step: the step restored from the latest checkpoint (0 for a fresh run); the
+      start_step: the step restored from the newest intact checkpoint (0 for a fresh run); the
         first step to run is `start_step + 1`.
       logger: the run's `RunLogger`.
     """
@@ -67,7 +67,7 @@ class Controller:
         self.run_eval = run_eval
         self.checkpoint = TrainingCheckpoint(output_dir, model, optimizer, input_state,
                                              schedule.checkpoints_kept)
-        self.start_step = self.checkpoint.restore_latest()
+        self.start_step = self.checkpoint.restored_step
         self.logger = RunLogger(output_dir, schedule.steps, initial_step=self.start_step)
         self.signals = StopSignals()
 

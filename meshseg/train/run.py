@@ -29,7 +29,7 @@ from meshseg.train.distribute import barrier, is_chief, is_replicated, shard_by_
 from meshseg.train.evaluate import evaluate, make_predict_step
 from meshseg.train.hparams import log_hparams
 from meshseg.train.keras_loop import KerasLoop
-from meshseg.train.rundir import MODEL_FILE, claim_run_dir
+from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG, claim_run_dir
 from meshseg.train.summaries import peak_rss_mib
 from meshseg.train.summary import RunSummary
 
@@ -52,8 +52,12 @@ def typed_config(cfg: DictConfig) -> TrainConfig:
     for key in DATA_PATHS:
         if getattr(config.data, key) is not None:
             setattr(config.data, key, to_absolute_path(getattr(config.data, key)))
-    if config.resume is not None and not os.path.isdir(to_absolute_path(config.resume)):
-        raise ConfigError(f"resume={config.resume}: no such run directory")
+    if config.resume is not None:
+        if not os.path.isdir(to_absolute_path(config.resume)):
+            raise ConfigError(f"resume={config.resume}: no such run directory")
+        if not os.path.exists(os.path.join(to_absolute_path(config.resume), RUN_CONFIG)):
+            raise ConfigError(f"resume={config.resume}: there is no run to resume there "
+                              f"(no {RUN_CONFIG})")
     return config
 
 
@@ -75,12 +79,8 @@ def build_model(num_classes: int, impl: str, model: ModelConfig, precision: str,
                 jit: bool) -> MeshSegmentationNet:
     """The network with its layers in the `precision` policy (the logits stay float32),
     its variables created. Call inside the strategy's scope."""
-    keras.mixed_precision.set_global_policy(precision)
-    try:
-        network = MeshSegmentationNet(num_classes, impl=impl, xla=jit,
-                                      **dataclasses.asdict(model))
-    finally:  # the policy applies to layers built above only; other code keeps float32
-        keras.mixed_precision.set_global_policy("float32")
+    network = MeshSegmentationNet(num_classes, impl=impl, xla=jit, precision=precision,
+                                  **dataclasses.asdict(model))
     network.build_from_config({})
     return network
 

@@ -132,3 +132,60 @@ def test_degenerate_and_duplicate_faces_are_counted():
     extra = np.array([[0, 0, 1], [0, 1, 4], [2, 1, 0], [3, 1, 0]])
     counts = count_suspicious_faces(vertices, np.vstack([triangles, extra]))
     assert (counts.degenerate, counts.duplicate) == (2, 2)
+
+
+# An OBJ whose position 1 is used with two texture coordinates (a seam) and whose
+# position 5 no face uses: its vertex list is its five `v` lines, in file order.
+SEAM_OBJ = """mtllib skin.mtl
+o part
+v 0 0 0
+v 1 0 0
+v 0 1 0
+v 0 0 1
+v 5 5 5
+vt 0 0
+vt 1 0
+vt 0 1
+vt 1 1
+vn 0 0 1
+usemtl skin
+f 1/1/1 2/2/1 3/3/1
+f 1/4/1 2/2/1 4/3/1
+"""
+
+
+def test_obj_vertices_are_its_v_lines_with_seams_unsplit_and_unused_vertices_kept(tmp_path):
+    path = tmp_path / "seam.obj"
+    path.write_text(SEAM_OBJ)
+    (tmp_path / "seam.txt").write_text("0\n1\n2\n3\n4\n")
+    mesh = load_labelled_mesh(path, tmp_path / "seam.txt")
+    np.testing.assert_array_equal(mesh.vertices, [[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1],
+                                                  [5, 5, 5]])
+    np.testing.assert_array_equal(mesh.triangles, [[0, 1, 2], [0, 1, 3]])
+    np.testing.assert_array_equal(mesh.labels, [0, 1, 2, 3, 4])  # label i stays on `v` line i
+    assert [4, 4] in mesh.edges.tolist()  # the unused vertex keeps its self-edge
+
+
+def test_a_label_count_that_only_matches_a_split_vertex_list_is_refused(tmp_path):
+    path = tmp_path / "seam.obj"
+    path.write_text(SEAM_OBJ.replace("v 5 5 5\n", ""))  # 4 `v` lines, 5 after a seam split
+    (tmp_path / "seam.txt").write_text("0\n1\n2\n3\n4\n")
+    with pytest.raises(InvalidMeshError, match="5 labels for 4 vertices"):
+        load_labelled_mesh(path, tmp_path / "seam.txt")
+
+
+def test_far_from_the_origin_the_stored_float32_mesh_keeps_every_vertex_and_face(tmp_path):
+    xs, ys = np.meshgrid(np.arange(4) * 0.02, np.arange(4) * 0.02)  # 2 cm grid
+    vertices = np.stack([xs.ravel() + 512345, ys.ravel() + 5412345, np.zeros(16)], axis=1)
+    faces = [[a, a + 1, a + 5] for a in (0, 1, 2, 4, 5, 6, 8, 9, 10)]
+    faces += [[a, a + 5, a + 4] for a in (0, 1, 2, 4, 5, 6, 8, 9, 10)]
+    path = tmp_path / "patch.off"
+    path.write_text(f"OFF\n16 18 0\n" + "".join(f"{x:.4f} {y:.4f} {z}\n" for x, y, z in vertices)
+                    + "".join(f"3 {a} {b} {c}\n" for a, b, c in faces))
+    (tmp_path / "patch.txt").write_text("0\n" * 16)
+    assert len(np.unique(vertices.astype(np.float32), axis=0)) < 16  # a plain cast merges
+    mesh = load_labelled_mesh(path, tmp_path / "patch.txt")
+    assert mesh.vertices.dtype == np.float32
+    assert len(np.unique(mesh.vertices, axis=0)) == 16 and mesh.face_counts.degenerate == 0
+    np.testing.assert_allclose(mesh.vertices + mesh.origin, vertices, atol=1e-3)
+    np.testing.assert_allclose(mesh.origin, [512345.03, 5412345.03, 0])

@@ -2,13 +2,16 @@
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import trimesh
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from helpers.runs import CONFIG_DIR, PROJECT
 from meshseg.data.convert import convert_split
+from meshseg.data.reader import shard_compression
 from meshseg.data.sources import build_datasets
+from meshseg.errors import DataError
 
 HUMAN_PARTS = PROJECT.parent / "shared" / "data" / "human_parts"
 
@@ -100,3 +103,46 @@ def test_human_parts_converts_to_a_cache_and_yields_8_class_batches(tmp_path):
     assert labels.numpy().max() < 8
     assert (features["vertices"].shape[1], features["edges"].shape[1],
             features["neighbors"].shape[2]) in info.bucket_shapes
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_a_split_that_holds_no_mesh_is_refused(tiny_dataset, tmp_path, split):
+    empty = tmp_path / "empty.tfrecords"
+    empty.write_bytes(b"")
+    files = {**tiny_dataset, split: str(empty)}
+    with pytest.raises(DataError, match=rf"the {split} split holds no mesh: .*empty\.tfrecords"):
+        build_datasets(_tfrecords_config(files["train"], files["test"], 6), seed=0, jit=False)
+
+
+def _compressed(source: str, path, compression: str) -> str:
+    options = tf.io.TFRecordOptions(compression_type=compression)
+    with tf.io.TFRecordWriter(str(path), options) as writer:
+        for record in tf.data.TFRecordDataset(source):
+            writer.write(record.numpy())
+    return str(path)
+
+
+@pytest.mark.parametrize("compression", ["GZIP", "ZLIB"])
+def test_compressed_shards_are_detected_and_read_like_plain_ones(tiny_dataset, tmp_path,
+                                                                 compression):
+    train = _compressed(tiny_dataset["train"], tmp_path / "train.tfrecords", compression)
+    assert shard_compression(train) == compression
+    assert shard_compression(tiny_dataset["train"]) == ""
+    _, _, plain = build_datasets(_tfrecords_config(tiny_dataset["train"], tiny_dataset["test"], 6),
+                                 seed=0, jit=False)
+    train_ds, _, info = build_datasets(_tfrecords_config(train, tiny_dataset["test"], 6),
+                                       seed=0, jit=False)
+    assert info.num_meshes == plain.num_meshes
+    np.testing.assert_array_equal(info.train_histogram, plain.train_histogram)
+    assert next(iter(train_ds))[1].shape[0] == 2
+
+
+def test_a_skipped_unreadable_shard_counts_as_a_shard_not_a_record(tiny_dataset, tmp_path, caplog):
+    garbage = tmp_path / "garbage.tfrecords"
+    garbage.write_bytes(b"\x00" * 64)
+    cfg = _tfrecords_config(str(tmp_path / "*.tfrecords"), tiny_dataset["test"], 6,
+                            "data.skip_bad_records=true")
+    (tmp_path / "good.tfrecords").write_bytes(open(tiny_dataset["train"], "rb").read())
+    _, _, info = build_datasets(cfg, seed=0, jit=False)
+    assert info.num_meshes["train"] == 4 and info.bad_records["train"] == 0
+    assert "skipped 0 bad record(s) and 1 unreadable shard(s)" in caplog.text

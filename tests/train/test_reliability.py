@@ -13,7 +13,7 @@ from hydra.errors import ConfigCompositionException
 from helpers.runs import (PROJECT, final_weights, scalars, tiny_config, train_command,
                           train_py, train_tiny)
 from meshseg.data.records import mesh_to_example
-from meshseg.errors import ConfigError, NonFiniteError, RunDirError
+from meshseg.errors import ConfigError, DataError, NonFiniteError, RunDirError
 
 
 @pytest.mark.slow
@@ -154,3 +154,44 @@ def test_train_py_exits_with_the_status_of_each_error_class(tiny_dataset, tmp_pa
         assert result.returncode == status, output[-2000:]
         assert message in output and "Traceback" not in output
     assert not (tmp_path / "run0" / "train").exists()  # a data error stops before training
+
+
+def test_resume_refuses_a_folder_that_holds_no_run(tiny_dataset, tmp_path):
+    (tmp_path / "notes").mkdir()
+    with pytest.raises(ConfigError, match="there is no run to resume there"):
+        train_tiny(tiny_config(tiny_dataset, f"resume={tmp_path / 'notes'}"), tmp_path / "run")
+    assert list((tmp_path / "notes").iterdir()) == [] and not (tmp_path / "run").exists()
+
+
+def test_a_cut_checkpoint_state_file_resumes_from_the_newest_intact_checkpoint(tiny_dataset,
+                                                                                tmp_path):
+    settings = ("checkpoint.every=1", "checkpoint.keep=5")
+    train_tiny(tiny_config(tiny_dataset, "steps=2", *settings), tmp_path)
+    state = tmp_path / "checkpoints" / "checkpoint"
+    state.write_text(state.read_text()[:25])  # cut mid-line, as a full disk leaves it
+    intact = {p.name: p.read_bytes() for p in (tmp_path / "checkpoints").glob("ckpt-*")}
+    summary = train_tiny(tiny_config(tiny_dataset, "steps=4", *settings), tmp_path)
+    assert summary.steps == 4
+    assert [step for step, _ in scalars(tmp_path, "train")["loss"]] == [1, 2, 3, 4]
+    for name, content in intact.items():  # nothing deleted or rewritten
+        assert (tmp_path / "checkpoints" / name).read_bytes() == content
+
+
+def test_a_damaged_newest_checkpoint_falls_back_to_the_one_before(tiny_dataset, tmp_path):
+    settings = ("checkpoint.every=1", "checkpoint.keep=5")
+    train_tiny(tiny_config(tiny_dataset, "steps=2", *settings), tmp_path)
+    newest = next((tmp_path / "checkpoints").glob("ckpt-2.data-*"))
+    newest.write_bytes(newest.read_bytes()[:100])
+    summary = train_tiny(tiny_config(tiny_dataset, "steps=3", *settings), tmp_path)
+    assert summary.steps == 3
+    loss = scalars(tmp_path, "train")["loss"]
+    assert [step for step, _ in loss] == [1, 2, 3]  # step 2 retrained from ckpt-1, logged once
+
+
+def test_checkpoints_that_all_fail_to_restore_are_refused_and_kept(tiny_dataset, tmp_path):
+    train_tiny(tiny_config(tiny_dataset, "steps=1"), tmp_path)
+    data = next((tmp_path / "checkpoints").glob("ckpt-1.data-*"))
+    data.write_bytes(b"garbage")
+    with pytest.raises(DataError, match=r"no checkpoint in .*checkpoints restores \(ckpt-1: "):
+        train_tiny(tiny_config(tiny_dataset, "steps=2"), tmp_path)
+    assert data.read_bytes() == b"garbage"
