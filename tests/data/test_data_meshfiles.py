@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import trimesh
 
+from helpers.meshes import SEAM_OBJ
 from meshseg.data.meshfiles import (face_to_vertex_labels, load_label_file,
                                     load_labelled_mesh, load_mesh)
 from meshseg.data.validate import InvalidMeshError, count_suspicious_faces, validate_mesh
@@ -132,26 +133,6 @@ def test_degenerate_and_duplicate_faces_are_counted():
     extra = np.array([[0, 0, 1], [0, 1, 4], [2, 1, 0], [3, 1, 0]])
     counts = count_suspicious_faces(vertices, np.vstack([triangles, extra]))
     assert (counts.degenerate, counts.duplicate) == (2, 2)
-
-
-# An OBJ whose position 1 is used with two texture coordinates (a seam) and whose
-# position 5 no face uses: its vertex list is its five `v` lines, in file order.
-SEAM_OBJ = """mtllib skin.mtl
-o part
-v 0 0 0
-v 1 0 0
-v 0 1 0
-v 0 0 1
-v 5 5 5
-vt 0 0
-vt 1 0
-vt 0 1
-vt 1 1
-vn 0 0 1
-usemtl skin
-f 1/1/1 2/2/1 3/3/1
-f 1/4/1 2/2/1 4/3/1
-"""
 
 
 def test_obj_vertices_are_its_v_lines_with_seams_unsplit_and_unused_vertices_kept(tmp_path):

@@ -8,12 +8,13 @@ import pytest
 import tensorflow as tf
 import trimesh
 
+from helpers.meshes import SEAM_OBJ
 from helpers.runs import tiny_config, train_tiny
 from meshseg.batch import without_mesh_ids
 from meshseg.data.meshfiles import load_labelled_mesh
 from meshseg.data.pipeline import make_dataset
 from meshseg.data.records import mesh_to_example
-from meshseg.errors import ConfigError
+from meshseg.errors import ConfigError, DataError
 from meshseg.tools.predict import (InputSettings, evaluate_test_split, input_settings, load_model,
                                    main, mesh_inputs, predict_files, read_meshes)
 from meshseg.tools.visualize import label_colors
@@ -96,7 +97,7 @@ def test_label_offset_shifts_written_and_compared_labels(trained_run, test_mesh_
     np.savetxt(shifted / "mesh.txt", np.loadtxt(labels_dir / "mesh.txt", dtype=np.int64) - 1, fmt="%d")
     main([str(trained_run), str(mesh_path), "--out", str(tmp_path / "plain")])
     accuracy = predict_files(str(trained_run), [str(mesh_path)], str(tmp_path / "offset"),
-                             labels_dir=str(shifted), label_offset=1)[str(mesh_path)]
+                             labels_dir=str(shifted), label_offset=1).accuracies[str(mesh_path)]
     plain = np.loadtxt(tmp_path / "plain" / "mesh.txt", dtype=np.int64)
     np.testing.assert_array_equal(np.loadtxt(tmp_path / "offset" / "mesh.txt", dtype=np.int64), plain - 1)
     assert accuracy == pytest.approx(np.mean(plain == np.loadtxt(labels_dir / "mesh.txt")))
@@ -123,3 +124,31 @@ def test_input_settings_refuse_a_directory_without_a_finished_run(tmp_path):
     with pytest.raises(ConfigError, match=r"summary.json is not a meshseg run summary \(missing "
                                           r"\['compile_time_s'"):
         input_settings(str(tmp_path))
+
+
+def test_bad_meshes_are_named_and_skipped_and_the_others_predicted(trained_run, test_mesh_files,
+                                                                    tmp_path, capsys):
+    mesh_path, _ = test_mesh_files
+    bad = tmp_path / "bad.off"
+    bad.write_text("OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n")  # index 7 of 3 vertices
+    more = tmp_path / "more.ply"
+    more.write_bytes(mesh_path.read_bytes())
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(trained_run), str(mesh_path), str(bad), str(more), "--out",
+              str(tmp_path / "out")])
+    assert exit_info.value.code == DataError.exit_code
+    out, err = capsys.readouterr()
+    assert "wrote 2 predictions" in out
+    assert f"error: {bad}: cannot load mesh: ValueError: OFF file has a face index outside" in err
+    assert "1 of 3 meshes failed" in err and "Traceback" not in err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "mesh.ply", "mesh.txt", "more.ply", "more.txt"]
+
+
+def test_an_obj_with_a_seam_gets_one_predicted_label_per_v_line(trained_run, tmp_path):
+    path = tmp_path / "seam.obj"
+    path.write_text(SEAM_OBJ)
+    result = predict_files(str(trained_run), [str(path)], str(tmp_path / "out"))
+    assert result.written == [str(path)] and not result.failures
+    assert len(np.loadtxt(tmp_path / "out" / "seam.txt", ndmin=1)) == 5
+

@@ -1,14 +1,17 @@
 """Mixed precision: layers compute in float16/bfloat16, the FeaSt softmax stays float32."""
 
+import subprocess
+import sys
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from helpers.runs import scalars, tiny_config, train_tiny
+from meshseg.batch import table_from_edges
 from meshseg.nn.layers import FeatureSteeredConvolution
 from meshseg.nn.ops import IMPLEMENTATIONS, NEIGHBOR_TABLE_IMPLS
-from meshseg.batch import table_from_edges
 
 TOLERANCE = {"mixed_float16": 2e-2, "mixed_bfloat16": 6e-2}
 
@@ -44,9 +47,27 @@ def test_a_mixed_precision_layer_matches_float32(impl, policy, ring_graph):
 
 @pytest.mark.parametrize("precision", ["mixed_float16", "mixed_bfloat16"])
 def test_mixed_precision_runs_train_and_stay_finite(precision, tiny_dataset, tmp_path):
-    summary = train_tiny(tiny_config(tiny_dataset, f"precision={precision}", "steps=6", "eval_every=6"),
-                  str(tmp_path))
+    summary = train_tiny(tiny_config(tiny_dataset, f"precision={precision}", "steps=6",
+                                     "eval_every=6"), tmp_path)
     losses = [value for _, value in scalars(tmp_path, "train")["loss"]]
     assert len(losses) == 6 and np.all(np.isfinite(losses))
     assert np.isfinite(summary.eval_accuracy)
-    assert keras.mixed_precision.global_policy().name == "float32"  # restored after the build
+    assert keras.mixed_precision.global_policy().name == "float32"  # other code unaffected
+
+
+LOAD_AND_REPORT = """
+import sys
+import keras
+import meshseg.nn
+model = keras.models.load_model(sys.argv[1])
+print(type(model).__name__, model.graph_convs[0].dtype_policy.name, model.lin_out.dtype_policy.name)
+"""
+
+
+@pytest.mark.slow
+def test_a_saved_model_loads_in_a_fresh_process_with_its_precision(tiny_dataset, tmp_path):
+    train_tiny(tiny_config(tiny_dataset, "precision=mixed_float16", "steps=1"), tmp_path)
+    result = subprocess.run([sys.executable, "-c", LOAD_AND_REPORT, str(tmp_path / "model.keras")],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["MeshSegmentationNet", "mixed_float16", "float32"]
