@@ -12,6 +12,7 @@ import tensorflow as tf
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from helpers.meshes import write_cut_meshes
 from helpers.records import count_records
 from helpers.runs import CONFIG_DIR, PROJECT
 from meshseg.data.convert import convert_split, main
@@ -132,6 +133,27 @@ def test_bad_mesh_is_skipped_and_listed_in_the_manifest_with_its_reason(
     (skipped,) = manifest["skipped"]
     assert skipped["source"] == str(bad[0])
     assert re.fullmatch(reason, skipped["reason"])
+
+
+def test_files_cut_short_are_skipped_with_both_counts_in_the_manifest(tmp_path, tetrahedron):
+    cut = write_cut_meshes(tmp_path)
+    good = _write_labelled_mesh(tmp_path, "good", tetrahedron)
+    labels = [tmp_path / f"{path.name}.txt" for path in cut]
+    for label_path in labels:
+        label_path.write_text("0\n" * 42)
+    shards = convert_split([good[0], *cut], [good[1], *labels], tmp_path / "out" / "train",
+                           num_shards=1)
+    assert count_records(shards) == 1
+    manifest = read_manifest(manifest_path(tmp_path / "out" / "train"))
+    assert manifest["num_meshes"] == 1
+    assert {Path(entry["source"]).name: entry["reason"] for entry in manifest["skipped"]} == {
+        "faces_cut.off": "80 faces declared, 40 read",
+        "faces_cut.ply": "80 faces declared, 50 read",
+        "vertices_cut.off": "42 vertices declared, 30 read",
+        "triangles_cut.stl": "80 triangles declared, 77 read (a binary STL of 3934 bytes, "
+                             "4084 expected)",
+        "faces_cut_binary.ply": "80 faces declared, 50 read",
+    }
 
 
 def test_conversion_with_only_bad_meshes_fails(tmp_path, tetrahedron):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import trimesh
 
-from helpers.meshes import SEAM_OBJ
+from helpers.meshes import SEAM_OBJ, ascii_ply_text, off_text, write_cut_meshes
 from meshseg.data.meshfiles import (face_to_vertex_labels, load_label_file,
                                     load_labelled_mesh, load_mesh)
 from meshseg.data.validate import InvalidMeshError, count_suspicious_faces, validate_mesh
@@ -39,6 +39,48 @@ def test_stl_has_three_unshared_vertices_per_triangle(tmp_path):
     vertices, faces = load_mesh(path)
     assert vertices.shape == (36, 3)
     np.testing.assert_array_equal(faces, np.arange(36).reshape(12, 3))
+
+
+def _refusal(path) -> str | None:
+    """The InvalidMeshError message of loading `path`, None if it loads."""
+    try:
+        load_mesh(path)
+    except InvalidMeshError as error:
+        return str(error)
+    return None
+
+
+def test_files_cut_short_of_their_declared_counts_are_refused_naming_both_counts(tmp_path):
+    files = write_cut_meshes(tmp_path)
+    assert {path.name: _refusal(path) for path in files} == {
+        "faces_cut.off": "80 faces declared, 40 read",
+        "faces_cut.ply": "80 faces declared, 50 read",
+        "vertices_cut.off": "42 vertices declared, 30 read",
+        "triangles_cut.stl": "80 triangles declared, 77 read (a binary STL of 3934 bytes, "
+                             "4084 expected)",
+        "faces_cut_binary.ply": "80 faces declared, 50 read",
+    }
+
+
+def test_files_holding_more_than_their_declared_counts_are_refused(tmp_path):
+    sphere = trimesh.creation.icosphere(subdivisions=1)
+    vertices, faces = sphere.vertices.tolist(), sphere.faces.tolist()
+    (tmp_path / "extra.off").write_text(off_text(vertices, faces, (42, 70)))
+    (tmp_path / "extra.ply").write_text(ascii_ply_text(vertices, faces, (40, 80)))
+    stl = sphere.export(file_type="stl")
+    (tmp_path / "extra.stl").write_bytes(stl + stl[-50:])
+    assert [_refusal(tmp_path / name) for name in ("extra.off", "extra.ply", "extra.stl")] == [
+        "70 faces declared, 80 read", "40 vertices declared, 42 read",
+        "80 triangles declared, 81 read (a binary STL of 4134 bytes, 4084 expected)"]
+
+
+def test_count_checks_pass_comments_counts_on_the_off_line_and_ascii_stl(tmp_path):
+    (tmp_path / "quad.off").write_text("OFF 4 1 0 # counts\n# corners\n"
+                                       + QUAD_OFF.split("4 1 0\n")[1])
+    assert load_mesh(tmp_path / "quad.off")[1].tolist() == [[0, 1, 2], [2, 3, 0]]
+    box = trimesh.creation.box()
+    (tmp_path / "box.stl").write_text(box.export(file_type="stl_ascii"))
+    assert load_mesh(tmp_path / "box.stl")[1].shape == (12, 3)
 
 
 def test_scene_geometries_are_concatenated_in_sorted_name_order_in_scene_coordinates(tmp_path):

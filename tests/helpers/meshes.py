@@ -1,5 +1,7 @@
 """Small mesh files for the tests."""
 
+import trimesh
+
 # An OBJ whose position 1 is used with two texture coordinates (a seam) and whose
 # position 5 no face uses: its vertex list is its five `v` lines, in file order.
 SEAM_OBJ = """mtllib skin.mtl
@@ -18,3 +20,40 @@ usemtl skin
 f 1/1/1 2/2/1 3/3/1
 f 1/4/1 2/2/1 4/3/1
 """
+
+
+def off_text(vertices, faces, declared: tuple[int, int] | None = None) -> str:
+    """An OFF file of vertices [V, 3] and triangles [T, 3] whose count line declares
+    `declared` (vertices, faces), by default (V, T)."""
+    counts = declared or (len(vertices), len(faces))
+    return (f"OFF\n{counts[0]} {counts[1]} 0\n"
+            + "".join(f"{x} {y} {z}\n" for x, y, z in vertices)
+            + "".join(f"3 {a} {b} {c}\n" for a, b, c in faces))
+
+
+def ascii_ply_text(vertices, faces, declared: tuple[int, int] | None = None) -> str:
+    """An ASCII PLY file of vertices [V, 3] and triangles [T, 3] whose header declares
+    `declared` (vertices, faces), by default (V, T)."""
+    counts = declared or (len(vertices), len(faces))
+    header = ["ply", "format ascii 1.0", f"element vertex {counts[0]}", "property float x",
+              "property float y", "property float z", f"element face {counts[1]}",
+              "property list uchar int vertex_indices", "end_header"]
+    return ("\n".join(header) + "\n" + "".join(f"{x} {y} {z}\n" for x, y, z in vertices)
+            + "".join(f"3 {a} {b} {c}\n" for a, b, c in faces))
+
+
+def write_cut_meshes(folder) -> list:
+    """Writes an icosphere (42 vertices, 80 faces) into `folder` as five files whose data
+    are cut short of what they declare: OFF with 40 of 80 face lines, ASCII PLY with 50,
+    OFF with 30 of 42 vertex lines, binary STL without its last 3 triangles, binary PLY
+    without its last 30 faces. Returns their paths."""
+    sphere = trimesh.creation.icosphere(subdivisions=1)
+    vertices, faces = sphere.vertices.tolist(), sphere.faces.tolist()
+    (folder / "faces_cut.off").write_text(off_text(vertices, faces[:40], (42, 80)))
+    (folder / "faces_cut.ply").write_text(ascii_ply_text(vertices, faces[:50], (42, 80)))
+    (folder / "vertices_cut.off").write_text(off_text(vertices[:30], faces, (42, 80)))
+    (folder / "triangles_cut.stl").write_bytes(sphere.export(file_type="stl")[:-3 * 50])
+    binary_ply = sphere.export(file_type="ply", encoding="binary")
+    (folder / "faces_cut_binary.ply").write_bytes(binary_ply[:-30 * 13])  # 13 bytes a face
+    return [folder / name for name in ("faces_cut.off", "faces_cut.ply", "vertices_cut.off",
+                                       "triangles_cut.stl", "faces_cut_binary.ply")]
