@@ -15,10 +15,15 @@ E = the largest edge count in the batch (or the bucket shape, under XLA):
 - features["edge_weights"]: float32 [B, E], the adjacency values a_ij (1 / degree(i)),
   padded with 0, so padded edges contribute nothing.
 - features["num_edges"]: int32 [B].
-- features["neighbors"]: int32 [B, V, K], the same adjacency as a neighbour table: row i
-  lists the neighbours of vertex i (K = the largest degree), unused slots hold i itself
-  (0 in padded rows).
+- features["neighbors"]: int32 [B, V, K], the same adjacency as a neighbour table
+  (`NeighborTable`): row i lists the neighbours of vertex i (K = `table_width`, the
+  largest degree unless a few vertices have far more neighbours than the rest), unused
+  slots hold i itself (0 in padded rows).
 - features["neighbor_weights"]: float32 [B, V, K], the edge weights, 0 in unused slots.
+- features["overflow_neighbors"], features["overflow_weights"]: int32 / float32 [B, O, K],
+  the neighbours of the vertices with more than K, K to a row (O = 0 for most meshes);
+  features["overflow_centers"]: int32 [B, O], the vertex of each overflow row. Padded
+  with 0 (weight 0: padded rows contribute nothing).
 - features["mesh_id"]: string [B], where each mesh came from ("<shard>, record <i>"), for
   messages; `without_mesh_ids` drops it before XLA-compiled steps, which take no strings.
 - labels: int32 [B, V] per-vertex classes >= 0, padded with `LABEL_PADDING`.
@@ -41,23 +46,49 @@ PADDING_VALUES = (
         "num_edges": tf.constant(0, tf.int32),
         "neighbors": tf.constant(0, tf.int32),
         "neighbor_weights": tf.constant(0.0, tf.float32),
+        "overflow_neighbors": tf.constant(0, tf.int32),
+        "overflow_weights": tf.constant(0.0, tf.float32),
+        "overflow_centers": tf.constant(0, tf.int32),
         MESH_ID: tf.constant("", tf.string),
     },
     tf.constant(LABEL_PADDING, tf.int32),
 )
 
+# Rows wider than this many times the mean degree (rounded up), plus 2, are split
+# (`table_width`); mesh 1-rings (mean degree 7 with the self-edge, largest 9 to 13) never are.
+SPLIT_FACTOR = 2
+
 
 class NeighborTable(NamedTuple):
     """The adjacency in the ELL layout: row i lists the neighbours j of vertex i and a_ij.
 
+    A vertex with more neighbours than the table is wide continues on overflow rows:
+    overflow row r lists further neighbours of vertex `overflow_centers[r]`. So the table
+    costs (V + O) x K cells, which grows with the edges, not with V x the largest degree.
+
     Attributes:
-      neighbors: int32 [V, K], K = the table width (at least the largest degree).
-        Unused slots may hold any valid vertex index.
+      neighbors: int32 [V, K], K = the table width. Unused slots may hold any valid vertex
+        index.
       weights: float [V, K] adjacency values a_ij; 0 in unused slots.
+      overflow_neighbors: int32 [O, K] further neighbours, or None (no overflow rows).
+      overflow_weights: float [O, K] their adjacency values, 0 in unused slots, or None.
+      overflow_centers: int32 [O] the vertex i each overflow row belongs to, or None.
     """
 
     neighbors: tf.Tensor
     weights: tf.Tensor
+    overflow_neighbors: Optional[tf.Tensor] = None
+    overflow_weights: Optional[tf.Tensor] = None
+    overflow_centers: Optional[tf.Tensor] = None
+
+
+def table_width(degree: tf.Tensor) -> tf.Tensor:
+    """K for a mesh with vertex degrees `degree` (int32 [V], self-edges counted): the
+    largest degree, capped at `SPLIT_FACTOR` x the mean degree (rounded up) + 2, so that
+    a few very high-degree vertices continue on overflow rows instead of widening every
+    row (int32 scalar)."""
+    mean = tf.math.ceil(tf.reduce_mean(tf.cast(degree, tf.float32)))
+    return tf.minimum(tf.reduce_max(degree), SPLIT_FACTOR * tf.cast(mean, tf.int32) + 2)
 
 
 def table_from_edges(rows: tf.Tensor, cols: tf.Tensor, weights: tf.Tensor, num_vertices,
@@ -68,28 +99,42 @@ def table_from_edges(rows: tf.Tensor, cols: tf.Tensor, weights: tf.Tensor, num_v
       rows, cols: int32 [E] vertex i and neighbour j of each edge.
       weights: float [E] adjacency values.
       num_vertices: V (int or int32 scalar).
-      width: table width K; default: the largest degree (dynamic). Edges past slot K-1 of
-        their row are dropped; callers compare the returned degree with K.
+      width: a fixed table width K, without overflow rows: edges past slot K-1 of their
+        row are dropped, and callers compare the returned degree with K. Default:
+        `table_width` of the degrees, with overflow rows for the edges past it.
 
     Returns:
-      (table, degree int32 [V]); edges keep their order within a row, unused slots point
-      at the vertex itself with weight 0.
+      (table, degree int32 [V]); edges keep their order within a row (continuing on the
+      row's overflow rows, in order), unused slots point at the row's vertex with weight 0.
     """
     rows, cols = tf.convert_to_tensor(rows, tf.int32), tf.convert_to_tensor(cols, tf.int32)
     order = tf.argsort(rows, stable=True)
     rows, cols, weights = (tf.gather(a, order) for a in (rows, cols, weights))
     degree = tf.math.unsorted_segment_sum(tf.ones_like(rows), rows, num_vertices)
     slot = tf.range(tf.shape(rows)[0]) - tf.gather(tf.cumsum(degree, exclusive=True), rows)
-    width = tf.reduce_max(degree) if width is None else width
+    fixed = width is not None
+    width = width if fixed else table_width(degree)
     # Edges past the table width land in one extra scratch column, sliced off below.
     index = tf.stack([rows, tf.minimum(slot, width)], axis=-1)
     own = tf.tile(tf.range(num_vertices)[:, tf.newaxis], [1, width + 1])
     neighbors = tf.tensor_scatter_nd_update(own, index, cols)[:, :width]
     table_weights = tf.scatter_nd(index, weights, tf.stack([num_vertices, width + 1]))[:, :width]
-    return NeighborTable(neighbors, table_weights), degree
+    if fixed:
+        return NeighborTable(neighbors, table_weights), degree
+    extra = tf.maximum((degree + width - 1) // width - 1, 0)  # overflow rows of each vertex
+    centers = tf.repeat(tf.range(num_vertices), extra)
+    over = slot >= width
+    over_rows = tf.gather(tf.cumsum(extra, exclusive=True), rows) + slot // width - 1
+    over_index = tf.boolean_mask(tf.stack([over_rows, slot % width], axis=-1), over)
+    over_shape = tf.stack([tf.size(centers), width])
+    overflow_neighbors = tf.tensor_scatter_nd_update(
+        tf.tile(centers[:, tf.newaxis], [1, width]), over_index, tf.boolean_mask(cols, over))
+    overflow_weights = tf.scatter_nd(over_index, tf.boolean_mask(weights, over), over_shape)
+    return NeighborTable(neighbors, table_weights, overflow_neighbors, overflow_weights,
+                         centers), degree
 
 
-def mesh_features(vertices, edges, edge_weights, neighbors=None, neighbor_weights=None,
+def mesh_features(vertices, edges, edge_weights, table: Optional[NeighborTable] = None,
                   mesh_id=None) -> Dict[str, tf.Tensor]:
     """The model inputs of one mesh (unbatched), from its vertices and 1-ring adjacency.
 
@@ -100,36 +145,44 @@ def mesh_features(vertices, edges, edge_weights, neighbors=None, neighbor_weight
       vertices: float32 [V, 3] positions, already normalised as the run normalises them.
       edges: int32 [E, 2] (row i, neighbour j), with self-edges.
       edge_weights: float32 [E] adjacency values a_ij.
-      neighbors, neighbor_weights: optional stored neighbour table, int32 / float32 [V, K];
-        built from the edges (`table_from_edges`) when None.
+      table: optional stored `NeighborTable` with its overflow rows; built from the edges
+        (`table_from_edges`) when None.
       mesh_id: optional string naming the mesh's source, kept for messages.
 
     Returns:
       dict with the unbatched shapes of the module docstring: "vertices" [V, 3],
       "num_vertices" [], "edges" [E, 2], "edge_weights" [E], "num_edges" [],
-      "neighbors" and "neighbor_weights" [V, K], and "mesh_id" [] when given.
+      "neighbors" and "neighbor_weights" [V, K], "overflow_neighbors" and
+      "overflow_weights" [O, K], "overflow_centers" [O], and "mesh_id" [] when given.
     """
     vertices = tf.convert_to_tensor(vertices, tf.float32)
     edges = tf.convert_to_tensor(edges, tf.int32)
     edge_weights = tf.convert_to_tensor(edge_weights, tf.float32)
     num_vertices = tf.shape(vertices, out_type=tf.int32)[0]
-    if neighbors is None:
+    if table is None:
         table, _ = table_from_edges(edges[:, 0], edges[:, 1], edge_weights, num_vertices)
-    else:
-        table = NeighborTable(tf.convert_to_tensor(neighbors, tf.int32),
-                              tf.convert_to_tensor(neighbor_weights, tf.float32))
     features = {
         "vertices": vertices,
         "num_vertices": num_vertices,
         "edges": edges,
         "edge_weights": edge_weights,
         "num_edges": tf.shape(edges, out_type=tf.int32)[0],
-        "neighbors": table.neighbors,
-        "neighbor_weights": table.weights,
+        "neighbors": tf.convert_to_tensor(table.neighbors, tf.int32),
+        "neighbor_weights": tf.convert_to_tensor(table.weights, tf.float32),
+        "overflow_neighbors": tf.convert_to_tensor(table.overflow_neighbors, tf.int32),
+        "overflow_weights": tf.convert_to_tensor(table.overflow_weights, tf.float32),
+        "overflow_centers": tf.convert_to_tensor(table.overflow_centers, tf.int32),
     }
     if mesh_id is not None:
         features[MESH_ID] = tf.convert_to_tensor(mesh_id, tf.string)
     return features
+
+
+def table_features(features: Dict[str, tf.Tensor]) -> NeighborTable:
+    """The `NeighborTable` held in a feature dict (unbatched or batched alike)."""
+    return NeighborTable(features["neighbors"], features["neighbor_weights"],
+                         features["overflow_neighbors"], features["overflow_weights"],
+                         features["overflow_centers"])
 
 
 def as_batch(features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:

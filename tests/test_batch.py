@@ -4,6 +4,7 @@ import numpy as np
 import tensorflow as tf
 import trimesh
 
+from helpers.graphs import fan_grid
 from meshseg.batch import (LABEL_PADDING, MESH_ID, PADDING_VALUES, as_batch, mesh_features,
                            real_vertices, table_from_edges, without_mesh_ids)
 from meshseg.data.adjacency import mesh_edges
@@ -32,10 +33,32 @@ def test_neighbor_table_rows_list_each_vertex_1_ring_in_edge_order():
     np.testing.assert_allclose(tf.reduce_sum(table.weights, axis=1), 1.0, rtol=1e-6)
 
 
-def test_edges_past_a_narrower_table_are_dropped_and_its_degree_says_so():
+def test_edges_past_a_fixed_width_are_dropped_and_its_degree_says_so():
     _, edges, weights = sphere_adjacency()
     table, degree = table_from_edges(edges[:, 0], edges[:, 1], weights, 44, width=3)
     assert table.neighbors.shape == (44, 3) and int(tf.reduce_max(degree)) == 7
+    assert table.overflow_centers is None
+
+
+def test_a_few_high_degree_vertices_continue_on_overflow_rows_and_cost_grows_with_edges():
+    fan = fan_grid()
+    edges, weights = mesh_edges(np.asarray(fan.faces), len(fan.vertices))
+    num_vertices, num_edges = 2601, len(edges)
+    degree = np.bincount(edges[:, 0])
+    assert degree.max() == 1003  # itself, its 2 grid neighbours and 1,000 fan vertices
+    table, _ = table_from_edges(edges[:, 0], edges[:, 1], weights, num_vertices)
+    width = table.neighbors.shape[1]
+    assert width == 2 * int(np.ceil(degree.mean())) + 2 == 18
+    assert table.overflow_centers.numpy().tolist() == [0] * (1003 // width)  # 55 rows
+    cells = (num_vertices + len(table.overflow_centers)) * width
+    assert cells < 3 * (num_vertices + num_edges) < num_vertices * degree.max() / 10
+    # Every edge is in the table once: the main rows and the overflow rows hold them all.
+    rows = np.concatenate([np.repeat(np.arange(num_vertices), width),
+                           np.repeat(table.overflow_centers, width)])
+    cols = np.concatenate([np.ravel(table.neighbors), np.ravel(table.overflow_neighbors)])
+    values = np.concatenate([np.ravel(table.weights), np.ravel(table.overflow_weights)])
+    kept = values > 0
+    assert sorted(zip(rows[kept], cols[kept])) == sorted(map(tuple, edges.tolist()))
 
 
 def test_mesh_features_hold_every_key_of_the_contract_with_its_dtype():
@@ -52,9 +75,11 @@ def test_mesh_features_hold_every_key_of_the_contract_with_its_dtype():
 
 def test_a_stored_neighbour_table_is_used_as_it_is():
     vertices, edges, weights = sphere_adjacency()
-    table, _ = table_from_edges(edges[:, 0], edges[:, 1], weights, 44, width=9)
-    features = mesh_features(vertices, edges, weights, table.neighbors, table.weights)
-    assert features["neighbors"].shape == (44, 9)
+    table, _ = table_from_edges(edges[:, 0], edges[:, 1], weights, 44)
+    stored = table._replace(neighbors=tf.pad(table.neighbors, [[0, 0], [0, 2]]),
+                            weights=tf.pad(table.weights, [[0, 0], [0, 2]]))
+    features = mesh_features(vertices, edges, weights, stored)
+    assert features["neighbors"].shape == (44, 9) and features["overflow_centers"].shape == (0,)
 
 
 def test_padded_labels_mark_the_vertices_that_do_not_count():

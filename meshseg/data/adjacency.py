@@ -22,7 +22,8 @@ import numpy as np
 # neighbour table of `meshseg.batch`).
 ADJACENCY_LEVELS = ("none", "edges", "table")
 ADJACENCY_FIELDS = {"none": (), "edges": ("edges", "edge_weights"),
-                    "table": ("edges", "edge_weights", "neighbors", "neighbor_weights")}
+                    "table": ("edges", "edge_weights", "neighbors", "neighbor_weights",
+                              "overflow_neighbors", "overflow_weights", "overflow_centers")}
 
 
 def mesh_edges(triangles: np.ndarray, num_vertices: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,16 +1,20 @@
 """Bucketing by mesh size, so an XLA step compiles once per bucket instead of per batch.
 
-A bucket is one padded shape (V, E, K): vertices, edges and neighbour-table
-width. Each mesh goes to the first bucket (smallest V first) that it fits in all
-three sizes, and batches are formed within a bucket and padded to exactly its
-shape. Bucket shapes come from `data.bucket_boundaries` (vertex-count upper
-bounds) or, when that is null, from `data.num_buckets` quantiles of the vertex
-counts (`auto_boundaries`); E and K of each bucket are the largest of the meshes
-that fall in it, rounded up (`bucket_shapes`).
+A bucket is one padded shape (V, E, K, O): vertices, edges, neighbour-table width
+and overflow rows (`meshseg.batch.NeighborTable`). Each mesh goes to the first
+bucket (smallest V first) that it fits in all four sizes, and batches are formed
+within a bucket and padded to exactly its shape. Bucket shapes come from
+`data.bucket_boundaries` (vertex-count upper bounds) or, when that is null, from
+`data.num_buckets` quantiles of the vertex counts (`auto_boundaries`); E, K and O
+of each bucket are the largest of the meshes that fall in it, E and O rounded up
+(`bucket_shapes`).
 """
 
 import numpy as np
 import tensorflow as tf
+
+# Overflow rows of a bucket are rounded up to a multiple of this (most meshes have none).
+OVERFLOW_MULTIPLE = 8
 
 
 def round_up(value: int, multiple: int) -> int:
@@ -45,26 +49,28 @@ def auto_boundaries(vertex_counts: np.ndarray, num_buckets: int, multiple: int) 
 
 
 def bucket_shapes(sizes: np.ndarray, boundaries: list[int], multiple: int) -> list[tuple]:
-    """Padded shapes (V, E, K) of the buckets given by vertex-count boundaries.
+    """Padded shapes (V, E, K, O) of the buckets given by vertex-count boundaries.
 
     Bucket i holds the meshes with boundaries[i-1] < V <= boundaries[i]; meshes
     above the last boundary get one more bucket, V rounded up. E is the largest
-    edge count in the bucket rounded up to `multiple`, K its largest degree; E and
-    K are made non-decreasing over the buckets, so a mesh that fits a smaller
-    bucket also fits every larger one. Buckets that no mesh falls in are dropped.
+    edge count in the bucket rounded up to `multiple`, K its widest table, O its most
+    overflow rows rounded up to `OVERFLOW_MULTIPLE`; E, K and O are made non-decreasing
+    over the buckets, so a mesh that fits a smaller bucket also fits every larger one.
+    Buckets that no mesh falls in are dropped.
 
     Args:
-      sizes: int [N, 3], (num_vertices, num_edges, max_degree) of each mesh.
+      sizes: int [N, 4], (num_vertices, num_edges, table_width, overflow_rows) of each
+        mesh.
       boundaries: increasing vertex-count upper bounds.
       multiple: rounding of E (and of V for the overflow bucket).
 
     Returns:
-      List of (V, E, K) int tuples, V increasing.
+      List of (V, E, K, O) int tuples, V increasing.
 
     Raises:
       ValueError: if `sizes` is empty or `boundaries` is not increasing.
     """
-    sizes = np.asarray(sizes, np.int64).reshape(-1, 3)
+    sizes = np.asarray(sizes, np.int64).reshape(-1, 4)
     if sizes.shape[0] == 0:
         raise ValueError("bucket_shapes needs at least one mesh size")
     if list(boundaries) != sorted(set(boundaries)):
@@ -72,25 +78,27 @@ def bucket_shapes(sizes: np.ndarray, boundaries: list[int], multiple: int) -> li
     limits = [int(b) for b in boundaries]
     if not limits or sizes[:, 0].max() > limits[-1]:
         limits.append(round_up(sizes[:, 0].max(), multiple))
-    shapes, lower, edge_max, degree_max = [], 0, 0, 0
+    shapes, lower, largest = [], 0, (0, 0, 0)
     for limit in limits:
         inside = sizes[(sizes[:, 0] > lower) & (sizes[:, 0] <= limit)]
         lower = limit
         if inside.shape[0] == 0:
             continue
-        edge_max = max(edge_max, round_up(inside[:, 1].max(), multiple))
-        degree_max = max(degree_max, int(inside[:, 2].max()))
-        shapes.append((limit, edge_max, degree_max))
+        bucket = (round_up(inside[:, 1].max(), multiple), int(inside[:, 2].max()),
+                  round_up(inside[:, 3].max(), OVERFLOW_MULTIPLE))
+        largest = tuple(max(a, b) for a, b in zip(largest, bucket))
+        shapes.append((limit, *largest))
     return shapes
 
 
 def _padded_shapes(shape):
-    """padded_shapes of one (features, labels) element for bucket shape (V, E, K)."""
-    num_vertices, num_edges, width = shape[0], shape[1], shape[2]
+    """padded_shapes of one (features, labels) element for bucket shape (V, E, K, O)."""
+    num_vertices, num_edges, width, overflow = shape[0], shape[1], shape[2], shape[3]
     return (
         {"vertices": [num_vertices, 3], "num_vertices": [], "edges": [num_edges, 2],
          "edge_weights": [num_edges], "num_edges": [], "neighbors": [num_vertices, width],
-         "neighbor_weights": [num_vertices, width], "mesh_id": []},
+         "neighbor_weights": [num_vertices, width], "overflow_neighbors": [overflow, width],
+         "overflow_weights": [overflow, width], "overflow_centers": [overflow], "mesh_id": []},
         [num_vertices],
     )
 
@@ -102,7 +110,7 @@ def bucket_batch(examples: tf.data.Dataset, batch_size: int, shapes: list[tuple]
     Args:
       examples: unbatched elements of the `meshseg.data.pipeline` layout.
       batch_size: meshes per batch B.
-      shapes: bucket shapes (V, E, K) as from `bucket_shapes`, V increasing.
+      shapes: bucket shapes (V, E, K, O) as from `bucket_shapes`, V increasing.
       padding_values: the pipeline's padding values, same structure as an element.
       drop_remainder: drop a bucket's last, smaller batch.
 
@@ -121,12 +129,13 @@ def bucket_batch(examples: tf.data.Dataset, batch_size: int, shapes: list[tuple]
 
     def bucket_of(features, labels):
         size = tf.cast(tf.stack([features["num_vertices"], features["num_edges"],
-                                 tf.shape(features["neighbors"])[1]]), tf.int64)
+                                 tf.shape(features["neighbors"])[1],
+                                 tf.shape(features["overflow_centers"])[0]]), tf.int64)
         fits = tf.reduce_all(size[tf.newaxis] <= table, axis=1)
         check = tf.debugging.Assert(
             tf.reduce_any(fits),
-            ["mesh with (vertices, edges, degree) =", size, "fits no bucket; largest is",
-             table[-1], "- raise data.bucket_boundaries"])
+            ["mesh with (vertices, edges, table width, overflow rows) =", size,
+             "fits no bucket; largest is", table[-1], "- raise data.bucket_boundaries"])
         with tf.control_dependencies([check]):
             return tf.argmax(tf.cast(fits, tf.int32), output_type=tf.int64)
 

@@ -57,28 +57,39 @@ def _loaded_meshes(jobs: list[dict], workers: int):
             raise
 
 
-def _record(mesh: meshfiles.LabelledMesh, adjacency: str) -> bytes:
-    """The mesh's record, storing the adjacency of level `adjacency` (ADJACENCY_LEVELS)."""
+def _table(mesh: meshfiles.LabelledMesh):
+    """The mesh's neighbour table, `meshseg.batch.table_from_edges` of its edges."""
     # TensorFlow is imported here, not at module level, so that spawned workers, which
     # import this module as their __main__ under `python -m`, stay TensorFlow-free.
     from meshseg.batch import table_from_edges
-    from meshseg.data.records import mesh_to_example
 
-    arrays = {"edges": mesh.edges, "edge_weights": mesh.edge_weights}
-    if adjacency == "table":
-        table, _ = table_from_edges(mesh.edges[:, 0], mesh.edges[:, 1], mesh.edge_weights,
-                                    len(mesh.vertices))
-        arrays |= {"neighbors": table.neighbors.numpy(), "neighbor_weights": table.weights.numpy()}
+    table, _ = table_from_edges(mesh.edges[:, 0], mesh.edges[:, 1], mesh.edge_weights,
+                                len(mesh.vertices))
+    return table
+
+
+def _record(mesh: meshfiles.LabelledMesh, table, adjacency: str) -> bytes:
+    """The mesh's record, storing the adjacency of level `adjacency` (ADJACENCY_LEVELS)."""
+    from meshseg.data.records import mesh_to_example  # TF: see `_table`
+
+    arrays = {"edges": mesh.edges, "edge_weights": mesh.edge_weights,
+              "neighbors": table.neighbors, "neighbor_weights": table.weights,
+              "overflow_neighbors": table.overflow_neighbors,
+              "overflow_weights": table.overflow_weights,
+              "overflow_centers": table.overflow_centers}
     stored = {name: arrays[name] for name in ADJACENCY_FIELDS[adjacency]}
     return mesh_to_example(mesh.vertices, mesh.triangles, mesh.labels, stored)
 
 
-def _manifest_entry(mesh: meshfiles.LabelledMesh, mesh_path, label_path, shard: int) -> dict:
+def _manifest_entry(mesh: meshfiles.LabelledMesh, table, mesh_path, label_path,
+                    shard: int) -> dict:
     return {
         "source": str(mesh_path), "sha256": mesh.sha256, "labels": str(label_path),
         "shard": shard, "num_vertices": len(mesh.vertices),
         "num_triangles": len(mesh.triangles), "num_edges": len(mesh.edges),
-        "max_degree": mesh.max_degree, "degenerate_faces": mesh.face_counts.degenerate,
+        "max_degree": mesh.max_degree, "table_width": int(table.neighbors.shape[1]),
+        "overflow_rows": int(table.overflow_centers.shape[0]),
+        "degenerate_faces": mesh.face_counts.degenerate,
         "duplicate_faces": mesh.face_counts.duplicate, "origin": mesh.origin.tolist(),
         "histogram": np.bincount(mesh.labels).tolist(),
     }
@@ -152,9 +163,10 @@ def convert_split(
                 log.warning("skipping %s: %s", job["mesh_path"], result)
                 skipped.append({"source": job["mesh_path"], "reason": result})
                 continue
-            entries.append(_manifest_entry(result, job["mesh_path"], job["label_path"],
+            table = _table(result)
+            entries.append(_manifest_entry(result, table, job["mesh_path"], job["label_path"],
                                            int(shard_of[index])))
-            yield int(shard_of[index]), _record(result, adjacency)
+            yield int(shard_of[index]), _record(result, table, adjacency)
         if not entries:
             raise DataError(f"no valid mesh among {len(jobs)}; first reason: "
                              f"{skipped[0]['source']}: {skipped[0]['reason']}")

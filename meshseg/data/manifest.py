@@ -10,7 +10,8 @@ For shards `<prefix>-00000-of-0000N.tfrecords` the manifest is
      "vertex_count": {"min", "max", "mean", "median"},
      "faces": {"degenerate": total, "duplicate": total},
      "meshes": [{"source", "sha256", "labels", "shard", "num_vertices", "num_triangles",
-                 "num_edges", "max_degree", "degenerate_faces", "duplicate_faces",
+                 "num_edges", "max_degree", "table_width", "overflow_rows",
+                 "degenerate_faces", "duplicate_faces",
                  "origin": [x, y, z] the stored positions are relative to}, ...],
      "skipped": [{"source", "reason"}, ...]}
 """
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2  # 2: meshes have table_width and overflow_rows
 _SHARD_NAME = re.compile(r"^(?P<prefix>.*)-\d{5}-of-\d{5}\.tfrecords$")
 
 
@@ -84,9 +85,10 @@ def manifest_sizes(files: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
       files: shard paths named `<prefix>-iiiii-of-nnnnn.tfrecords`.
 
     Returns:
-      (sizes int64 [N, 3] of (num_vertices, num_edges, max_degree) per mesh in
-      `files`, class histogram int64 [C]) or None when a file is not named like a
-      converted shard, its manifest is missing or unreadable, or does not list it.
+      (sizes int64 [N, 4] of (num_vertices, num_edges, table_width, overflow_rows) per
+      mesh in `files`, class histogram int64 [C]) or None when a file is not named like
+      a converted shard, its manifest is missing, unreadable or of another format, or
+      does not list it.
     """
     wanted: dict[Path, set[str]] = {}
     for file in files:
@@ -103,10 +105,10 @@ def manifest_sizes(files: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
         # Only a manifest's full shard set has a known histogram; otherwise scan.
         if manifest.get("format") != MANIFEST_FORMAT or names != set(manifest["shards"]):
             return None
-        sizes += [(m["num_vertices"], m["num_edges"], m["max_degree"])
+        sizes += [(m["num_vertices"], m["num_edges"], m["table_width"], m["overflow_rows"])
                   for m in manifest["meshes"]]
         counts = np.asarray(manifest["class_histogram"], np.int64)
         size = max(histogram.size, counts.size)
         histogram = np.pad(histogram, (0, size - histogram.size)) + np.pad(
             counts, (0, size - counts.size))
-    return np.asarray(sizes, np.int64).reshape(-1, 3), histogram
+    return np.asarray(sizes, np.int64).reshape(-1, 4), histogram

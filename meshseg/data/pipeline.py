@@ -15,7 +15,7 @@ used as stored, with no Python call per mesh; otherwise `mesh_edges` runs in a
 
 import tensorflow as tf
 
-from meshseg.batch import MESH_ID, PADDING_VALUES, mesh_features
+from meshseg.batch import MESH_ID, PADDING_VALUES, mesh_features, table_features
 from meshseg.config import AugmentConfig
 from meshseg.data.adjacency import mesh_edges
 from meshseg.data.augment import augment_vertices
@@ -81,8 +81,8 @@ def _with_adjacency(mesh: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], t
         edges, edge_weights = mesh["edges"], mesh["edge_weights"]
     else:
         edges, edge_weights = mesh_edges_tf(mesh["triangles"], mesh["num_vertices"])
-    features = mesh_features(mesh["vertices"], edges, edge_weights, mesh.get("neighbors"),
-                             mesh.get("neighbor_weights"), mesh[MESH_ID])
+    table = table_features(mesh) if "neighbors" in mesh else None
+    features = mesh_features(mesh["vertices"], edges, edge_weights, table, mesh[MESH_ID])
     return features, mesh["labels"]
 
 
@@ -148,7 +148,7 @@ def make_dataset(
     unit_scale: bool = True,
     repeat: bool = False,
     cache: bool = True,
-    bucket_shapes: list[tuple[int, int, int]] | None = None,
+    bucket_shapes: list[tuple[int, int, int, int]] | None = None,
     augment: AugmentConfig | None = None,
     skip_bad_records: bool = False,
     bad_records: BadRecordLog | None = None,
@@ -170,10 +170,10 @@ def make_dataset(
       unit_scale: scale each mesh to RMS radius 1 (see `normalize_vertices`).
       repeat: repeat the data indefinitely (reshuffled on each pass).
       cache: keep the parsed meshes and their adjacency in memory after the first pass.
-      bucket_shapes: optional (V, E, K) shapes, V increasing (see
+      bucket_shapes: optional (V, E, K, O) shapes, V increasing (see
         `meshseg.data.buckets`): batch within buckets, padded to exactly their
-        vertex count V, edge count E and neighbour-table width K (and B meshes, for
-        training), so XLA compiles the step once per bucket.
+        vertex count V, edge count E, neighbour-table width K and overflow rows O
+        (and B meshes, for training), so XLA compiles the step once per bucket.
       augment: random rotation/scaling, applied when `training` only.
       skip_bad_records: skip (log and count) bad records instead of failing.
       bad_records: the `BadRecordLog` skipped records are counted in.

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from meshseg.data.convert import convert_split, shard_paths, split_file_pairs
+from meshseg.data.manifest import MANIFEST_FORMAT
 from meshseg.errors import ConfigError
 
 STAMP_NAME = "stamp.json"
@@ -60,7 +61,8 @@ def _pairs(source: MeshFolder) -> dict[str, tuple[list[Path], list[Path]]]:
 
 
 def _source_stamp(source: MeshFolder, pairs: dict) -> dict:
-    """The JSON-serialisable description of the source a cache was built from."""
+    """The JSON-serialisable description of the source a cache was built from, and of the
+    converter's output format (a cache an older format wrote is rebuilt)."""
     root = Path(source.root)
     files = [root / f"{split}.txt" for split in SPLITS]
     for mesh_paths, label_paths in pairs.values():
@@ -68,7 +70,7 @@ def _source_stamp(source: MeshFolder, pairs: dict) -> dict:
     settings = asdict(source)
     settings.pop("root")
     return {"files": {str(Path(p).relative_to(root)): Path(p).stat().st_size for p in files},
-            "settings": settings}
+            "settings": settings, "format": MANIFEST_FORMAT}
 
 
 def _read_stamp(cache_dir: Path) -> dict | None:

@@ -122,7 +122,7 @@ def decode_mesh_record(serialized: bytes, adjacency: str = "none") -> dict[str, 
     Args:
       serialized: the record's bytes.
       adjacency: stored adjacency to decode as well: "none", "edges" (edges,
-        edge_weights, num_edges) or "table" (also neighbors, neighbor_weights).
+        edge_weights, num_edges) or "table" (also the neighbour table's arrays).
 
     Returns:
       dict with 'vertices' float32 [V, 3], 'triangles' int32 [T, 3], 'labels'
@@ -162,6 +162,12 @@ def decode_mesh_record(serialized: bytes, adjacency: str = "none") -> dict[str, 
     if adjacency == "table":
         _check_shape("neighbors", mesh["neighbors"], (num_vertices, None))
         _check_shape("neighbor_weights", mesh["neighbor_weights"], mesh["neighbors"].shape)
+        width = mesh["neighbors"].shape[1]
+        _check_shape("overflow_neighbors", mesh["overflow_neighbors"], (None, width))
+        _check_shape("overflow_weights", mesh["overflow_weights"],
+                     mesh["overflow_neighbors"].shape)
+        _check_shape("overflow_centers", mesh["overflow_centers"],
+                     mesh["overflow_neighbors"].shape[:1])
     return mesh
 
 

@@ -19,8 +19,9 @@ with `--adjacency edges|table`); readers of the demo schema ignore them:
 - `num_edges`: int64 scalar E.
 - `edges`: serialised int32 [E, 2], `meshseg.data.adjacency.mesh_edges`.
 - `edge_weights`: serialised float32 [E].
-- `neighbors`, `neighbor_weights`: serialised int32 / float32 [V, K], the
-  neighbour table (`adjacency.neighbor_table`); only with `--adjacency table`.
+- `neighbors`, `neighbor_weights`: serialised int32 / float32 [V, K], and
+  `overflow_neighbors`, `overflow_weights` [O, K], `overflow_centers` [O]: the
+  neighbour table (`meshseg.batch.table_from_edges`); only with `--adjacency table`.
 """
 
 import os
@@ -50,6 +51,9 @@ ADJACENCY_FEATURES = {
     "edge_weights": tf.float32,
     "neighbors": tf.int32,
     "neighbor_weights": tf.float32,
+    "overflow_neighbors": tf.int32,
+    "overflow_weights": tf.float32,
+    "overflow_centers": tf.int32,
 }
 
 
@@ -74,9 +78,10 @@ def mesh_to_example(
         float32.
       triangles: [T, 3] integer array of vertex indices; int64 is cast to int32.
       labels: [V] integer array of per-vertex class labels; cast to int32.
-      adjacency: optional precomputed adjacency, keys of `ADJACENCY_FEATURES`:
-        'edges' [E, 2] and 'edge_weights' [E] (required together), optionally
-        'neighbors' and 'neighbor_weights' [V, K]; cast to the listed dtypes.
+      adjacency: optional precomputed adjacency, the arrays of one level of
+        `meshseg.data.adjacency.ADJACENCY_FIELDS`: 'edges' [E, 2] and 'edge_weights'
+        [E], and for "table" the neighbour table's arrays; cast to the dtypes of
+        `ADJACENCY_FEATURES`.
 
     Returns:
       The serialised `tf.train.Example` (bytes) in the demo schema.
@@ -111,29 +116,31 @@ def mesh_to_example(
 
 def _adjacency_features(adjacency: dict[str, np.ndarray], num_vertices: int) -> dict:
     """The optional adjacency features of `mesh_to_example`; raises ValueError."""
-    unknown = set(adjacency) - set(ADJACENCY_FEATURES)
-    if unknown:
-        raise ValueError(f"unknown adjacency arrays {sorted(unknown)}")
-    present = set(adjacency)
-    if present and not {"edges", "edge_weights"} <= present:
-        raise ValueError("adjacency needs both 'edges' and 'edge_weights'")
-    if ("neighbors" in present) != ("neighbor_weights" in present):
-        raise ValueError("adjacency needs both 'neighbors' and 'neighbor_weights' or neither")
+    levels = {frozenset(fields): level for level, fields in ADJACENCY_FIELDS.items()}
+    level = levels.get(frozenset(adjacency))
+    if level is None:
+        raise ValueError(f"adjacency arrays {sorted(adjacency)} are no stored level; the "
+                         f"levels hold {dict(ADJACENCY_FIELDS)}")
     arrays = {name: np.asarray(adjacency[name], ADJACENCY_FEATURES[name].as_numpy_dtype)
               for name in adjacency}
-    if present:
+    if level != "none":
         num_edges = arrays["edges"].shape[0]
         if arrays["edges"].shape != (num_edges, 2) or arrays["edge_weights"].shape != (num_edges,):
             raise ValueError(f"edges must be [E, 2] and edge_weights [E], got "
                              f"{arrays['edges'].shape} and {arrays['edge_weights'].shape}")
-    if "neighbors" in present:
-        shape = arrays["neighbors"].shape
-        if len(shape) != 2 or shape[0] != num_vertices or arrays["neighbor_weights"].shape != shape:
-            raise ValueError(f"neighbors and neighbor_weights must be [V={num_vertices}, K], "
-                             f"got {shape} and {arrays['neighbor_weights'].shape}")
+    if level == "table":
+        shape, overflow = arrays["neighbors"].shape, arrays["overflow_neighbors"].shape
+        if (len(shape) != 2 or shape[0] != num_vertices or len(overflow) != 2
+                or overflow[1] != shape[1] or arrays["neighbor_weights"].shape != shape
+                or arrays["overflow_weights"].shape != overflow
+                or arrays["overflow_centers"].shape != overflow[:1]):
+            raise ValueError(
+                f"the neighbour table must be neighbors, neighbor_weights [V={num_vertices}, K] "
+                f"and overflow_neighbors, overflow_weights [O, K], overflow_centers [O]; got "
+                f"{ {name: array.shape for name, array in arrays.items()} }")
     features = {name: _bytes_feature(tf.io.serialize_tensor(array).numpy())
                 for name, array in arrays.items()}
-    if present:
+    if level != "none":
         features["num_edges"] = _int64_feature(arrays["edges"].shape[0])
     return features
 
@@ -287,12 +294,14 @@ def parse_adjacency(serialized: tf.Tensor, adjacency: str) -> dict[str, tf.Tenso
     Args:
       serialized: scalar tf.string, one serialised `tf.train.Example`.
       adjacency: a level of `meshseg.data.adjacency.ADJACENCY_LEVELS` other than
-        "none": "edges" (edges, edge_weights) or "table" (also neighbors,
-        neighbor_weights); see `ADJACENCY_FEATURES`.
+        "none": "edges" (edges, edge_weights) or "table" (also the neighbour table's
+        five arrays); see `ADJACENCY_FEATURES`.
 
     Returns:
       dict with 'edges' int32 [E, 2], 'edge_weights' float32 [E] and, for
-      "table", 'neighbors' int32 [V, K] and 'neighbor_weights' float32 [V, K].
+      "table", 'neighbors' int32 [V, K], 'neighbor_weights' float32 [V, K],
+      'overflow_neighbors' int32 [O, K], 'overflow_weights' float32 [O, K] and
+      'overflow_centers' int32 [O].
 
     Raises:
       tf.errors.InvalidArgumentError: at iteration time, if a feature is missing
@@ -304,5 +313,6 @@ def parse_adjacency(serialized: tf.Tensor, adjacency: str) -> dict[str, tf.Tenso
     parsed = {name: tf.io.parse_tensor(record[name], ADJACENCY_FEATURES[name])
               for name in names}
     shapes = {"edges": [None, 2], "edge_weights": [None], "neighbors": [None, None],
-              "neighbor_weights": [None, None]}
+              "neighbor_weights": [None, None], "overflow_neighbors": [None, None],
+              "overflow_weights": [None, None], "overflow_centers": [None]}
     return {name: tf.ensure_shape(value, shapes[name]) for name, value in parsed.items()}

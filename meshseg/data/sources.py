@@ -74,8 +74,9 @@ def split_sizes(files: list[str], num_classes: int, skip_bad_records: bool = Fal
     """Sizes of every mesh in `files` and their class histogram.
 
     Returns:
-      (sizes int64 [N, 3] of (num_vertices, num_edges, max_degree), histogram
-      int64 [num_classes], "manifest" or "scan": where they came from).
+      (sizes int64 [N, 4] of (num_vertices, num_edges, table_width, overflow_rows) as
+      `meshseg.data.buckets` takes them, histogram int64 [num_classes], "manifest" or
+      "scan": where they came from).
 
     Raises:
       ConfigError: if a label is >= num_classes.
@@ -90,12 +91,14 @@ def split_sizes(files: list[str], num_classes: int, skip_bad_records: bool = Fal
     for features, labels in read_meshes(files, skip_bad_records=skip_bad_records,
                                         bad_records=bad_records):
         sizes.append((int(features["num_vertices"]), int(features["num_edges"]),
-                      int(features["neighbors"].shape[1])))
+                      int(features["neighbors"].shape[1]),
+                      int(features["overflow_centers"].shape[0])))
         mesh_counts = np.bincount(labels.numpy())
         size = max(counts.size, mesh_counts.size)
         counts = np.pad(counts, (0, size - counts.size)) + np.pad(
             mesh_counts, (0, size - mesh_counts.size))
-    return np.asarray(sizes, np.int64).reshape(-1, 3), _class_histogram(counts, num_classes), "scan"
+    return (np.asarray(sizes, np.int64).reshape(-1, 4), _class_histogram(counts, num_classes),
+            "scan")
 
 
 def choose_bucket_shapes(sizes: np.ndarray, data: DataConfig) -> tuple[list[int], list[tuple]]:
@@ -108,6 +111,18 @@ def choose_bucket_shapes(sizes: np.ndarray, data: DataConfig) -> tuple[list[int]
     return boundaries, bucket_shapes(sizes, boundaries, data.pad_multiple)
 
 
+def log_table_layout(sizes: np.ndarray) -> None:
+    """Says in the run log how the neighbour tables are laid out (`meshseg.batch`)."""
+    split = sizes[:, 3] > 0
+    if split.any():
+        log.info("neighbour tables: width %d at most; %d mesh(es) with a few very high-degree "
+                 "vertices continue them on up to %d overflow rows, so the table grows with "
+                 "the edges", sizes[:, 2].max(), split.sum(), sizes[:, 3].max())
+    else:
+        log.info("neighbour tables: as wide as the largest degree, %d at most",
+                 sizes[:, 2].max())
+
+
 @dataclass
 class DataInfo:
     """What `build_datasets` learnt about the splits.
@@ -116,10 +131,11 @@ class DataInfo:
       files: {split: [shard paths]}.
       train_histogram, test_histogram: int64 [num_classes] vertices per class.
       num_meshes: {split: N}.
-      extent: (V, E, K) maxima over both splits.
+      extent: (V, E, K, O) maxima over both splits (vertices, edges, table width,
+        overflow rows).
       sizes_from: "manifest", "scan" or "manifest+scan".
       bucket_boundaries, bucket_shapes: under jit, the vertex-count boundaries and the
-        padded (V, E, K) shapes; None otherwise.
+        padded (V, E, K, O) shapes; None otherwise.
       bad_records: {split: records skipped during the scan}.
     """
 
@@ -127,7 +143,7 @@ class DataInfo:
     train_histogram: np.ndarray
     test_histogram: np.ndarray
     num_meshes: dict[str, int]
-    extent: tuple[int, int, int]
+    extent: tuple[int, int, int, int]
     sizes_from: str
     bucket_boundaries: list[int] | None
     bucket_shapes: list[tuple] | None
@@ -168,9 +184,11 @@ def build_datasets(data: DataConfig, seed: int, jit: bool):
             raise DataError(f"the {split} split holds no mesh: {', '.join(files[split])} "
                             "(empty shards, or every record skipped)")
     all_sizes = np.concatenate([sizes["train"], sizes["test"]])
+    log_table_layout(all_sizes)
     boundaries, shapes = choose_bucket_shapes(all_sizes, data) if jit else (None, None)
     if jit:
-        log.info("jit: %d bucket shapes (vertices, edges, neighbours): %s", len(shapes), shapes)
+        log.info("jit: %d bucket shapes (vertices, edges, table width, overflow rows): %s",
+                 len(shapes), shapes)
     info = DataInfo(files, histograms["train"], histograms["test"], num_meshes,
                     tuple(int(n) for n in all_sizes.max(axis=0)), "+".join(sorted(origins)),
                     boundaries, shapes, skipped)

@@ -85,7 +85,10 @@ class FeatureSteeredConvolution(keras.layers.Layer):
         dtype = tf.float32 if self.impl in FLOAT32_IMPLS else self.compute_dtype
         data = tf.cast(data, dtype)
         if isinstance(neighbors, NeighborTable):
-            neighbors = NeighborTable(neighbors.neighbors, tf.cast(neighbors.weights, dtype))
+            overflow = neighbors.overflow_weights
+            neighbors = neighbors._replace(
+                weights=tf.cast(neighbors.weights, dtype),
+                overflow_weights=None if overflow is None else tf.cast(overflow, dtype))
         else:
             neighbors = tf.SparseTensor(neighbors.indices, tf.cast(neighbors.values, dtype),
                                         neighbors.dense_shape)

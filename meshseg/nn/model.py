@@ -5,7 +5,7 @@ from typing import Dict, Sequence
 import keras
 import tensorflow as tf
 
-from meshseg.batch import NeighborTable, as_batch, mesh_features
+from meshseg.batch import NeighborTable, as_batch, mesh_features, table_features
 from meshseg.nn.layers import FeatureSteeredConvolution
 from meshseg.nn.ops import NEIGHBOR_TABLE_IMPLS
 
@@ -29,21 +29,30 @@ def batch_neighbors(edges: tf.Tensor, edge_weights: tf.Tensor, num_vertices_padd
     return tf.SparseTensor(indices, tf.reshape(edge_weights, [-1]), tf.stack([size, size]))
 
 
-def batch_table(neighbors: tf.Tensor, neighbor_weights: tf.Tensor) -> NeighborTable:
+def batch_table(features: Dict[str, tf.Tensor]) -> NeighborTable:
     """The neighbour tables of a padded batch as one table over all B*V vertices.
 
     Args:
-      neighbors: int32 [B, V, K] local neighbour indices per vertex.
-      neighbor_weights: float32 [B, V, K] adjacency values, 0 in unused slots.
+      features: a batch's "neighbors" and "neighbor_weights" [B, V, K] and
+        "overflow_neighbors", "overflow_weights" [B, O, K], "overflow_centers" [B, O]
+        (`meshseg.batch`), indices local to each mesh.
 
     Returns:
-      `NeighborTable` [B*V, K]; vertex i of mesh b is row b*V + i.
+      `NeighborTable` [B*V, K] with [B*O, K] overflow rows; vertex i of mesh b is row
+      b*V + i.
     """
-    shape = tf.shape(neighbors)
-    offsets = tf.range(shape[0])[:, tf.newaxis, tf.newaxis] * shape[1]
-    width = neighbors.shape[-1] or shape[2]
-    return NeighborTable(tf.reshape(neighbors + offsets, [-1, width]),
-                         tf.reshape(neighbor_weights, [-1, width]))
+    table = table_features(features)
+    shape = tf.shape(table.neighbors)
+    offsets = tf.range(shape[0])[:, tf.newaxis] * shape[1]  # [B, 1]
+    width = table.neighbors.shape[-1] or shape[2]
+
+    def flat(tensor, shifted=False):
+        tensor = tensor + offsets[..., tf.newaxis] if shifted else tensor
+        return tf.reshape(tensor, [-1, width])
+
+    return NeighborTable(flat(table.neighbors, True), flat(table.weights),
+                         flat(table.overflow_neighbors, True), flat(table.overflow_weights),
+                         tf.reshape(table.overflow_centers + offsets, [-1]))
 
 
 def one_triangle() -> Dict[str, tf.Tensor]:
@@ -63,8 +72,9 @@ class MeshSegmentationNet(keras.Model):
 
     Inputs: the feature dict of `meshseg.batch`: "vertices" float32 [B, V, 3],
     "edges" int32 [B, E, 2] and "edge_weights" float32 [B, E], or, for the
-    implementations that read a neighbour table, "neighbors" int32 [B, V, K] and
-    "neighbor_weights" float32 [B, V, K] (other keys are ignored).
+    implementations that read a neighbour table, "neighbors" int32 [B, V, K],
+    "neighbor_weights" float32 [B, V, K] and the table's overflow rows (other keys are
+    ignored).
     Output: logits float32 [B, V, num_classes]. Padded vertices get logits too; the losses
     and metrics in `meshseg.train.metrics` mask them out.
 
@@ -111,7 +121,7 @@ class MeshSegmentationNet(keras.Model):
         vertices = features["vertices"]
         shape = tf.shape(vertices)
         if self.impl in NEIGHBOR_TABLE_IMPLS:
-            neighbors = batch_table(features["neighbors"], features["neighbor_weights"])
+            neighbors = batch_table(features)
         else:
             neighbors = batch_neighbors(features["edges"], features["edge_weights"], shape[1])
         x = tf.reshape(self.lin_in(vertices), [-1, self.input_channels])

@@ -18,16 +18,17 @@ def test_auto_boundaries_are_rounded_quantiles_ending_at_the_maximum():
     assert auto_boundaries([10, 10, 10], 4, multiple=1) == [10]
 
 
-def test_bucket_shapes_take_each_buckets_largest_edges_and_degree():
-    sizes = np.array([[10, 50, 5], [12, 70, 7], [30, 100, 6], [40, 90, 9]])
-    assert bucket_shapes(sizes, [16, 32], multiple=8) == [(16, 72, 7), (32, 104, 7), (40, 104, 9)]
+def test_bucket_shapes_take_each_buckets_largest_edges_width_and_overflow_rows():
+    sizes = np.array([[10, 50, 5, 0], [12, 70, 7, 0], [30, 100, 6, 3], [40, 90, 9, 0]])
+    assert bucket_shapes(sizes, [16, 32], multiple=8) == [
+        (16, 72, 7, 0), (32, 104, 7, 8), (40, 104, 9, 8)]
     assert bucket_shapes(sizes, [16, 32, 64, 128], multiple=1) == [
-        (16, 70, 7), (32, 100, 7), (64, 100, 9)]
+        (16, 70, 7, 0), (32, 100, 7, 8), (64, 100, 9, 8)]
 
 
 def test_bucket_boundaries_must_increase():
     with pytest.raises(ValueError, match="strictly increasing"):
-        bucket_shapes(np.array([[10, 50, 5]]), [32, 16], multiple=1)
+        bucket_shapes(np.array([[10, 50, 5, 0]]), [32, 16], multiple=1)
 
 
 @pytest.fixture
@@ -45,7 +46,7 @@ def five_sizes(tmp_path):
 
 def test_bucketed_batches_have_only_the_bucket_shapes_and_jit_compiles_once_per_bucket(
         five_sizes):
-    shapes = [(64, 512, 7), (256, 2048, 7), (768, 4608, 7)]
+    shapes = [(64, 512, 7, 0), (256, 2048, 7, 0), (768, 4608, 7, 0)]
     dataset = make_dataset([five_sizes], batch_size=2, training=True, seed=0, repeat=True,
                            bucket_shapes=shapes)
     traces = []
@@ -58,7 +59,7 @@ def test_bucketed_batches_have_only_the_bucket_shapes_and_jit_compiles_once_per_
     seen = set()
     for features, labels in dataset.take(12):
         shape = (features["vertices"].shape[1], features["edges"].shape[1],
-                 features["neighbors"].shape[2])
+                 features["neighbors"].shape[2], features["overflow_centers"].shape[1])
         assert shape in shapes and labels.shape == (2, shape[0])
         assert features["num_vertices"].shape == (2,)
         seen.add(shape)
@@ -68,7 +69,7 @@ def test_bucketed_batches_have_only_the_bucket_shapes_and_jit_compiles_once_per_
 
 
 def test_evaluation_keeps_every_mesh_with_bucket_shapes(five_sizes):
-    shapes = [(64, 512, 7), (768, 4608, 7)]
+    shapes = [(64, 512, 7, 0), (768, 4608, 7, 0)]
     dataset = make_dataset([five_sizes], batch_size=3, training=False, bucket_shapes=shapes)
     counts = sorted(int(n) for features, _ in dataset for n in features["num_vertices"])
     assert counts == sorted([8, 12, 42, 162, 642] * 2)
@@ -76,6 +77,6 @@ def test_evaluation_keeps_every_mesh_with_bucket_shapes(five_sizes):
 
 def test_mesh_larger_than_every_bucket_fails_with_its_sizes(five_sizes):
     dataset = make_dataset([five_sizes], batch_size=1, training=False,
-                           bucket_shapes=[(16, 128, 7), (64, 512, 7)])
+                           bucket_shapes=[(16, 128, 7, 0), (64, 512, 7, 0)])
     with pytest.raises(tf.errors.InvalidArgumentError, match="fits no bucket"):
         list(dataset)

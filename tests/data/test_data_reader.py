@@ -85,7 +85,10 @@ def _adjacency(mesh: dict, level: str) -> dict:
     stored = {"edges": edges, "edge_weights": weights}
     if level == "table":
         table, _ = table_from_edges(edges[:, 0], edges[:, 1], weights, len(mesh["vertices"]))
-        stored |= {"neighbors": table.neighbors.numpy(), "neighbor_weights": table.weights.numpy()}
+        stored |= {"neighbors": table.neighbors, "neighbor_weights": table.weights,
+                   "overflow_neighbors": table.overflow_neighbors,
+                   "overflow_weights": table.overflow_weights,
+                   "overflow_centers": table.overflow_centers}
     return stored
 
 

@@ -1,5 +1,7 @@
 """Specification of `build_datasets` (meshseg.data.sources) and the human_parts experiment."""
 
+import json
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -7,6 +9,7 @@ import trimesh
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from helpers.graphs import fan_grid
 from helpers.runs import CONFIG_DIR, PROJECT
 from meshseg.data.convert import convert_split
 from meshseg.data.reader import shard_compression
@@ -67,8 +70,8 @@ def test_under_jit_batches_take_bucket_shapes_chosen_from_the_manifests(tmp_path
     assert info.sizes_from == "manifest"
     assert [shape[0] for shape in info.bucket_shapes] == [64, 256, 704]
     assert info.train_histogram.sum() == 2 * 42 + 162 + 642
-    shapes = {(f["vertices"].shape[1], f["edges"].shape[1], f["neighbors"].shape[2])
-              for f, _ in list(train_ds.take(8)) + list(test_ds)}
+    shapes = {(f["vertices"].shape[1], f["edges"].shape[1], f["neighbors"].shape[2],
+               f["overflow_centers"].shape[1]) for f, _ in list(train_ds.take(8)) + list(test_ds)}
     assert shapes <= set(info.bucket_shapes)
 
 
@@ -102,7 +105,8 @@ def test_human_parts_converts_to_a_cache_and_yields_8_class_batches(tmp_path):
     features, labels = next(iter(test_ds))
     assert labels.numpy().max() < 8
     assert (features["vertices"].shape[1], features["edges"].shape[1],
-            features["neighbors"].shape[2]) in info.bucket_shapes
+            features["neighbors"].shape[2], features["overflow_centers"].shape[1]
+            ) in info.bucket_shapes
 
 
 @pytest.mark.parametrize("split", ["train", "test"])
@@ -146,3 +150,24 @@ def test_a_skipped_unreadable_shard_counts_as_a_shard_not_a_record(tiny_dataset,
     _, _, info = build_datasets(cfg, seed=0, jit=False)
     assert info.num_meshes["train"] == 4 and info.bad_records["train"] == 0
     assert "skipped 0 bad record(s) and 1 unreadable shard(s)" in caplog.text
+
+
+def test_meshes_with_a_few_high_degree_vertices_get_overflow_rows_and_the_log_says_so(
+        tmp_path, caplog):
+    fan = fan_grid()
+    fan.export(tmp_path / "fan.ply")
+    np.save(tmp_path / "fan.npy", np.zeros(len(fan.vertices), np.int64))
+    for split in ("train", "test"):
+        convert_split([tmp_path / "fan.ply"], [tmp_path / "fan.npy"], tmp_path / split,
+                      num_shards=1, adjacency="edges")
+    entry = json.loads((tmp_path / "train.manifest.json").read_text())["meshes"][0]
+    assert (entry["max_degree"], entry["table_width"], entry["overflow_rows"]) == (1003, 18, 55)
+    cfg = _tfrecords_config(str(tmp_path / "train-*"), str(tmp_path / "test-*"), 1)
+    caplog.set_level("INFO")
+    _, test_ds, info = build_datasets(cfg, seed=0, jit=True)
+    assert info.bucket_shapes == [(2816, -(-entry["num_edges"] // 256) * 256, 18, 56)]
+    assert "2 mesh(es) with a few very high-degree vertices continue them on up to 55 " \
+           "overflow rows" in caplog.text
+    features, _ = next(iter(test_ds))
+    assert features["neighbors"].shape == (1, 2816, 18)
+

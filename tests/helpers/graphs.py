@@ -7,13 +7,15 @@ test and a float64 reference.
 
 import dataclasses
 import functools
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 import trimesh
 
 import meshseg.nn.ops
+from meshseg.batch import PADDING_VALUES, mesh_features
+from meshseg.data.adjacency import mesh_edges
 
 VARIABLE_NAMES = ("var_u", "var_v", "var_c", "var_w", "var_b")
 
@@ -206,50 +208,35 @@ def assert_close_to_max(actual, expected, rtol: float, name: str = "") -> None:
 
 # --- Triangle meshes as the padded feature dicts of meshseg.data.pipeline -------------------
 
-def one_ring(triangles: np.ndarray, num_vertices: int) -> Tuple[np.ndarray, np.ndarray]:
-    """1-ring edges with self-edges, int32 [E, 2] sorted by (i, j), and weights 1/degree(i)."""
-    sides = np.concatenate([triangles[:, [0, 1]], triangles[:, [1, 2]], triangles[:, [2, 0]]])
-    self_edges = np.repeat(np.arange(num_vertices)[:, None], 2, axis=1)
-    edges = np.unique(np.concatenate([sides, sides[:, ::-1], self_edges]), axis=0)
-    degree = np.bincount(edges[:, 0], minlength=num_vertices)
-    return edges.astype(np.int32), (1.0 / degree[edges[:, 0]]).astype(np.float32)
-
-
 def mesh_batch(meshes: Sequence[trimesh.Trimesh]) -> Dict[str, tf.Tensor]:
-    """Pads meshes into the feature dict of `meshseg.data.pipeline`.
-
-    Returns "vertices" float32 [B, V, 3], "edges" int32 [B, E, 2] (padded with (0, 0)),
-    "edge_weights" float32 [B, E] (padded with 0), "num_vertices" int32 [B], and the same
-    adjacency as neighbour tables "neighbors" int32 [B, V, K] (unused slots hold the
-    vertex itself, padded vertices 0) and "neighbor_weights" float32 [B, V, K] (0 unused).
-    """
-    rings: List[Tuple[np.ndarray, np.ndarray]] = [
-        one_ring(np.asarray(mesh.faces), len(mesh.vertices)) for mesh in meshes]
-    max_vertices = max(len(mesh.vertices) for mesh in meshes)
-    max_edges = max(len(edges) for edges, _ in rings)
-    vertices = np.zeros((len(meshes), max_vertices, 3), np.float32)
-    edges = np.zeros((len(meshes), max_edges, 2), np.int32)
-    edge_weights = np.zeros((len(meshes), max_edges), np.float32)
-    max_degree = max(np.bincount(edges[:, 0]).max() for edges, _ in rings)
-    table = np.zeros((len(meshes), max_vertices, max_degree), np.int32)
-    table_weights = np.zeros((len(meshes), max_vertices, max_degree), np.float32)
-    for b, (mesh, (mesh_edges, weights)) in enumerate(zip(meshes, rings)):
-        vertices[b, :len(mesh.vertices)] = mesh.vertices
-        edges[b, :len(mesh_edges)] = mesh_edges
-        edge_weights[b, :len(weights)] = weights
-        table[b, :len(mesh.vertices)] = np.arange(len(mesh.vertices))[:, np.newaxis]
-        for slot_edges in np.split(np.arange(len(mesh_edges)),
-                                   np.cumsum(np.bincount(mesh_edges[:, 0]))[:-1]):
-            row = mesh_edges[slot_edges[0], 0]
-            table[b, row, :len(slot_edges)] = mesh_edges[slot_edges, 1]
-            table_weights[b, row, :len(slot_edges)] = weights[slot_edges]
-    return {"vertices": tf.constant(vertices), "edges": tf.constant(edges),
-            "edge_weights": tf.constant(edge_weights),
-            "neighbors": tf.constant(table), "neighbor_weights": tf.constant(table_weights),
-            "num_vertices": tf.constant([len(mesh.vertices) for mesh in meshes], tf.int32)}
+    """A padded batch of meshes in the batch contract (`meshseg.batch`): each mesh's
+    `mesh_features` of its 1-ring (`mesh_edges`), padded as the pipeline pads them."""
+    features = [mesh_features(np.asarray(mesh.vertices, np.float32),
+                              *mesh_edges(np.asarray(mesh.faces), len(mesh.vertices)))
+                for mesh in meshes]
+    signature = {key: tf.TensorSpec([None] * value.shape.rank, value.dtype)
+                 for key, value in features[0].items()}
+    dataset = tf.data.Dataset.from_generator(lambda: iter(features), output_signature=signature)
+    padding = {key: PADDING_VALUES[0][key] for key in signature}
+    return next(iter(dataset.padded_batch(len(features), padding_values=padding)))
 
 
 def two_spheres() -> Dict[str, tf.Tensor]:
     """A batch of an icosphere (42 vertices) and an icosahedron (12 vertices, padded)."""
     return mesh_batch([trimesh.creation.icosphere(subdivisions=1),
                        trimesh.creation.icosphere(subdivisions=0)])
+
+
+def fan_grid(num_fan: int = 1000) -> trimesh.Trimesh:
+    """A 51 x 51 grid (2,601 vertices, degree <= 7 with the self-edge) whose corner vertex 0
+    also has `num_fan` fan triangles to the grid's other vertices: one vertex of degree
+    num_fan + 3, as a bad remesh leaves it."""
+    n = 51
+    rows, cols = np.divmod(np.arange(n * n), n)
+    vertices = np.stack([cols, rows, np.zeros(n * n)], axis=1).astype(np.float64)
+    quads = [(r * n + c, r * n + c + 1, (r + 1) * n + c, (r + 1) * n + c + 1)
+             for r in range(n - 1) for c in range(n - 1)]
+    faces = [(a, b, d) for a, b, _, d in quads] + [(a, d, c) for a, _, c, d in quads]
+    faces += [(0, 2 + k, 3 + k) for k in range(num_fan)]
+    return trimesh.Trimesh(vertices, np.asarray(faces), process=False)
+

@@ -1,0 +1,61 @@
+"""gather_matmul over a neighbour table whose high-degree rows continue on overflow rows
+(`meshseg.batch.NeighborTable`): the same convolution as every other implementation."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import trimesh
+
+from helpers.graphs import assert_close_to_max, feast_numpy, mesh_batch, random_variables
+from meshseg.batch import table_from_edges
+from meshseg.nn.model import MeshSegmentationNet
+from meshseg.nn.ops.gather_matmul import gather_matmul
+
+SMALL_NET = dict(num_classes=4, num_weight_matrices=4, input_channels=8, conv_channels=(8, 16),
+                 hidden_channels=16)
+
+
+def star_with_ring(num_leaves: int = 40):
+    """Vertex 0 joined to a ring of `num_leaves` vertices: a fan of triangles (0, i, i+1),
+    so vertex 0 has degree num_leaves + 1 and every other vertex 4."""
+    faces = np.array([[0, i, i % num_leaves + 1] for i in range(1, num_leaves + 1)])
+    angles = np.linspace(0, 2 * np.pi, num_leaves, endpoint=False)
+    ring = np.stack([np.cos(angles), np.sin(angles), 0.1 * np.sin(3 * angles)], axis=1)
+    return trimesh.Trimesh(np.concatenate([[[0, 0, 1]], ring]), faces, process=False)
+
+
+def test_the_fan_centre_continues_on_overflow_rows():
+    batch = mesh_batch([star_with_ring()])
+    # Mean degree (40 x 4 + 41) / 41 = 4.9, so the width is 2 x 5 + 2 = 12, and vertex 0's
+    # 41 neighbours take its row and 3 overflow rows.
+    assert batch["neighbors"].shape == (1, 41, 12)
+    np.testing.assert_array_equal(batch["overflow_centers"], [[0, 0, 0]])
+
+
+def test_gather_matmul_with_overflow_rows_equals_a_float64_evaluation():
+    rng = np.random.default_rng(0)
+    mesh = star_with_ring()
+    edges = np.array(sorted({(i, j) for face in mesh.faces for i in face for j in face}))
+    weights = rng.uniform(0.1, 2.0, len(edges))
+    data = rng.normal(size=(41, 5))
+    variables = random_variables(5, 4, 3)
+    table, _ = table_from_edges(edges[:, 0], edges[:, 1], tf.constant(weights), 41)
+    assert table.overflow_centers.shape[0] > 0
+    output = gather_matmul(tf.constant(data), table, None, *(
+        tf.constant(variables[name], tf.float64)
+        for name in ("var_u", "var_v", "var_c", "var_w", "var_b")))
+    expected = feast_numpy(data, edges[:, 0], edges[:, 1], weights, **variables)
+    assert_close_to_max(output, expected, rtol=1e-12)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_a_net_on_a_batch_with_overflow_rows_matches_the_reference_implementation(jit):
+    batch = mesh_batch([star_with_ring(), trimesh.creation.icosphere(subdivisions=1)])
+    reference = MeshSegmentationNet(impl="gather_sum", **SMALL_NET)
+    expected = reference(batch)
+    net = MeshSegmentationNet(impl="gather_matmul", xla=jit, **SMALL_NET)
+    net(batch)
+    net.set_weights(reference.get_weights())
+    logits = tf.function(net, jit_compile=jit)(batch)
+    valid = tf.sequence_mask(batch["num_vertices"], batch["vertices"].shape[1])
+    assert_close_to_max(tf.boolean_mask(logits, valid), tf.boolean_mask(expected, valid), 1e-5)
