@@ -23,7 +23,7 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-import meshseg.config  # noqa: E402,F401  (registers the config schema)
+from meshseg.config import check_overrides, checked_config  # noqa: E402  (registers the schema)
 from meshseg.errors import Interrupted, MeshsegError  # noqa: E402
 from meshseg.train.distribute import configure_runtime  # noqa: E402
 from meshseg.train.summary import RunSummary  # noqa: E402
@@ -53,7 +53,10 @@ def main(cfg: DictConfig) -> float:
     if HydraConfig.get().mode == RunMode.MULTIRUN and SWEEP_CHILD not in os.environ:
         return run_job_in_child_process(run_dir)
     try:
-        # Threads and the distribution strategy are set before any TensorFlow op runs.
+        # The settings are checked before TensorFlow starts (threads=-1 would abort it), and
+        # threads and the distribution strategy are set before any TensorFlow op runs.
+        check_overrides(list(HydraConfig.get().overrides.task))
+        checked_config(cfg)
         strategy = configure_runtime(cfg.threads, cfg.strategy.name)
         from meshseg.train.run import run
 

@@ -3,26 +3,35 @@
 Registered in Hydra's ConfigStore as `train_schema`, the first entry of the defaults list,
 so every key has a type and a default here and each `conf/<group>/<option>.yaml` states
 only what differs. A wrong type (`steps=abc`), an unknown key (`data.batch_sise=2`) or an
-unknown group option fails at composition with Hydra's one-line message. Values the types
-cannot check (ranges, choices, combinations) are checked by `check` before a run writes
-anything.
+unknown group option fails at composition with Hydra's one-line message. What the types
+cannot check is checked before a run writes anything: the range of every number
+(`INTEGER_RANGES`, `POSITIVE`), choices (`CHOICES`) and combinations by `check`, and by
+`check_overrides` that a boolean is set only to true or false (OmegaConf would also read
+"no", "off", "yes", "on", "0" and "1" as booleans).
 
-The run (`meshseg.train.run`) turns the composed DictConfig into these dataclasses with
-`OmegaConf.to_object`; below the run, code receives them or plain values, never a
-DictConfig.
+`train.py` and the run (`meshseg.train.run`) turn the composed DictConfig into these
+dataclasses with `checked_config`; below the run, code receives them or plain values,
+never a DictConfig.
 """
 
+import dataclasses
+import math
+import typing
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import List, Optional
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING
+from omegaconf import MISSING, DictConfig, MissingMandatoryValue, OmegaConf
 
 from meshseg.errors import ConfigError
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 ROTATIONS = ("none", "up", "so3")
 DATA_SOURCES = ("mesh_folder", "tfrecords")
+ADJACENCIES = ("none", "edges", "table")  # meshseg.data.adjacency.ADJACENCY_LEVELS
+LOOPS = ("custom", "keras")
+IMPLEMENTATIONS = ("gather_matmul", "block_sparse", "sparse_matmul", "gather_sum")  # nn.ops
 
 
 @dataclass
@@ -162,22 +171,81 @@ class TrainConfig:
     resume: Optional[str] = None  # a run directory to continue from its latest checkpoint
 
 
+# The integer settings that count something: each must be >= 1 (each entry, for a list).
+COUNTS = ("steps", "eval_every", "checkpoint.every", "checkpoint.keep", "data.num_classes",
+          "data.train_shards", "data.test_shards", "data.convert_workers", "data.batch_size",
+          "data.shuffle_buffer", "data.num_buckets", "data.pad_multiple",
+          "data.bucket_boundaries", "model.num_weight_matrices", "model.input_channels",
+          "model.conv_channels", "model.hidden_channels", "impl.timing_steps",
+          "optimizer.decay_steps")
+# The range [low, high] (high None: unbounded) of every integer setting but
+# data.label_offset (any integer) and data.augment.up_axis (`AugmentConfig.check`).
+INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, None),
+                  **{key: (1, None) for key in COUNTS}}
+POSITIVE = ("optimizer.learning_rate", "optimizer.decay_rate", "optimizer.epsilon")
+# The choices of every string setting that names an option (each entry, for a list);
+# strategy.name is checked where the strategy is made (`meshseg.train.distribute`).
+CHOICES = {"precision": PRECISIONS, "data.source": DATA_SOURCES, "data.adjacency": ADJACENCIES,
+           "loop.name": LOOPS, "impl.name": IMPLEMENTATIONS + ("auto",),
+           "impl.candidates": IMPLEMENTATIONS}
+
+
+def schema_keys(node: type = TrainConfig, prefix: str = "") -> dict:
+    """{dotted key: declared type} of every setting of the schema (groups walked)."""
+    keys = {}
+    for name, kind in typing.get_type_hints(node).items():
+        if dataclasses.is_dataclass(kind):
+            keys.update(schema_keys(kind, f"{prefix}{name}."))
+        else:
+            keys[prefix + name] = kind
+    return keys
+
+
+def _value(config: TrainConfig, key: str):
+    """The value of a dotted key ("data.batch_size") of `config`."""
+    return reduce(getattr, key.split("."), config)
+
+
+def _check_integer(key: str, value, low: int, high: Optional[int]) -> None:
+    """Raises ConfigError unless `value` (each entry of a non-empty list) is in [low, high]."""
+    def inside(number: int) -> bool:
+        return low <= number and (high is None or number <= high)
+
+    bounds = f">= {low}" if high is None else f"in [{low}, {high}]"
+    if isinstance(value, list):
+        if not value or not all(inside(entry) for entry in value):
+            raise ConfigError(f"{key} must be a non-empty list of integers {bounds}, "
+                              f"got {list(value)}")
+    elif not inside(value):
+        raise ConfigError(f"{key} must be {bounds}, got {value}")
+
+
 def check(config: TrainConfig) -> None:
-    """Checks what the types cannot: positive counts, choices and combinations.
+    """Checks what the types cannot: ranges (`INTEGER_RANGES`, `POSITIVE`), choices
+    (`CHOICES`) and combinations.
 
     Raises:
       ConfigError: naming the setting.
     """
-    counts = {"steps": config.steps, "eval_every": config.eval_every,
-              "checkpoint.every": config.checkpoint.every,
-              "checkpoint.keep": config.checkpoint.keep, "data.batch_size": config.data.batch_size}
-    for key, value in counts.items():
-        if value < 1:
-            raise ConfigError(f"{key} must be >= 1, got {value}")
-    if config.precision not in PRECISIONS:
-        raise ConfigError(f"precision={config.precision}: choose one of {', '.join(PRECISIONS)}")
-    if config.data.source not in DATA_SOURCES:
-        raise ConfigError(f"data.source must be one of {DATA_SOURCES}, got {config.data.source!r}")
+    for key, (low, high) in INTEGER_RANGES.items():
+        value = _value(config, key)
+        if value is not None:  # only data.bucket_boundaries may be null
+            _check_integer(key, value, low, high)
+    boundaries = config.data.bucket_boundaries
+    if boundaries is not None and list(boundaries) != sorted(set(boundaries)):
+        raise ConfigError(f"data.bucket_boundaries must be strictly increasing, "
+                          f"got {list(boundaries)}")
+    for key in POSITIVE:
+        if not 0 < _value(config, key) < math.inf:
+            raise ConfigError(f"{key} must be a finite number > 0, got {_value(config, key)}")
+    if not 0 <= config.optimizer.beta_1 < 1:
+        raise ConfigError(f"optimizer.beta_1 must be in [0, 1), got {config.optimizer.beta_1}")
+    for key, choices in CHOICES.items():
+        value = _value(config, key)
+        if any(entry not in choices for entry in (value if isinstance(value, list) else [value])):
+            raise ConfigError(f"{key}={value}: choose one of {', '.join(choices)}")
+    if config.impl.name == "auto" and not config.impl.candidates:
+        raise ConfigError("impl=auto needs impl.candidates, got []")
     config.data.augment.check()
     if config.strategy.name != "default" and config.jit:
         raise ConfigError(f"jit=true with strategy={config.strategy.name} is not supported; "
@@ -185,6 +253,37 @@ def check(config: TrainConfig) -> None:
     if config.strategy.name == "multi_worker" and config.loop.name != "custom":
         raise ConfigError("strategy=multi_worker needs loop=custom (Keras 3 Model.fit does not "
                           "run MultiWorkerMirroredStrategy here)")
+
+
+def checked_config(cfg: DictConfig) -> TrainConfig:
+    """The composed config as a `TrainConfig` (`OmegaConf.to_object`), checked (`check`).
+
+    Raises:
+      ConfigError: for a key left without a value (`???`) or a value `check` refuses.
+    """
+    try:
+        config = OmegaConf.to_object(cfg)
+    except MissingMandatoryValue as error:
+        raise ConfigError(f"{error.full_key} has no value; set it, e.g. "
+                          f"{error.full_key}=...") from None
+    check(config)
+    return config
+
+
+def check_overrides(overrides: List[str]) -> None:
+    """Checks the command line's `key=value` overrides (Hydra's `overrides.task`) for what
+    composition lets through: a boolean setting takes only true or false (any case), where
+    OmegaConf would also read "no", "off", "yes", "on", "0" and "1".
+
+    Raises:
+      ConfigError: naming the setting.
+    """
+    booleans = {key for key, kind in schema_keys().items() if kind is bool}
+    for override in overrides:
+        key, _, value = override.partition("=")
+        key = key.lstrip("+")
+        if key in booleans and value.lower() not in ("true", "false"):
+            raise ConfigError(f"{key} must be true or false, got {value!r}")
 
 
 ConfigStore.instance().store(name="train_schema", node=TrainConfig)

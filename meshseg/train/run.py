@@ -15,9 +15,9 @@ import time
 import keras
 import tensorflow as tf
 from hydra.utils import to_absolute_path
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from meshseg.config import ModelConfig, OptimizerConfig, TrainConfig, check
+from meshseg.config import ModelConfig, OptimizerConfig, TrainConfig, checked_config
 from meshseg.data.sources import DataInfo, build_datasets
 from meshseg.errors import ConfigError, DataError
 from meshseg.nn.model import MeshSegmentationNet
@@ -40,15 +40,15 @@ DATA_PATHS = ("root", "cache_dir", "train_files", "test_files")
 
 
 def typed_config(cfg: DictConfig) -> TrainConfig:
-    """The composed DictConfig as the typed `TrainConfig`, checked (`meshseg.config.check`),
-    with the data paths made absolute against the directory the application started in
-    (Hydra's `to_absolute_path`).
+    """The composed DictConfig as the typed `TrainConfig`, checked
+    (`meshseg.config.checked_config`), with the data paths made absolute against the
+    directory the application started in (Hydra's `to_absolute_path`).
 
     Raises:
-      ConfigError: for a value the schema's types cannot check.
+      ConfigError: for a missing value, one the schema's types cannot check, or a resume
+        directory without a run.
     """
-    config = OmegaConf.to_object(cfg)
-    check(config)
+    config = checked_config(cfg)
     for key in DATA_PATHS:
         if getattr(config.data, key) is not None:
             setattr(config.data, key, to_absolute_path(getattr(config.data, key)))

@@ -4,6 +4,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import List, Optional
 
 import numpy as np
 import pytest
@@ -12,8 +13,12 @@ from hydra.errors import ConfigCompositionException
 
 from helpers.runs import (PROJECT, final_weights, scalars, tiny_config, train_command,
                           train_py, train_tiny)
+from meshseg.config import (ADJACENCIES, IMPLEMENTATIONS, INTEGER_RANGES, check_overrides,
+                            schema_keys)
+from meshseg.data.adjacency import ADJACENCY_LEVELS
 from meshseg.data.records import mesh_to_example
 from meshseg.errors import ConfigError, DataError, NonFiniteError, RunDirError
+from meshseg.nn import ops
 
 
 @pytest.mark.slow
@@ -102,14 +107,59 @@ def test_a_directory_with_foreign_outputs_is_refused_untouched(tiny_dataset, tmp
 
 @pytest.mark.parametrize("override, message", [
     ("steps=0", "steps must be >= 1"),
+    ("data.shuffle_buffer=0", "data.shuffle_buffer must be >= 1, got 0"),
+    ("model.num_weight_matrices=0", "model.num_weight_matrices must be >= 1, got 0"),
+    ("model.conv_channels=[]",
+     r"model.conv_channels must be a non-empty list of integers >= 1, got \[\]"),
+    ("model.conv_channels=[8,0]", r"model.conv_channels .* >= 1, got \[8, 0\]"),
+    ("data.bucket_boundaries=[300,200]",
+     r"data.bucket_boundaries must be strictly increasing, got \[300, 200\]"),
+    ("threads=-1", "threads must be >= 0, got -1"),
+    ("seed=-1", r"seed must be in \[0, 4294967295\], got -1"),
+    ("optimizer.learning_rate=0", "optimizer.learning_rate must be a finite number > 0, got 0.0"),
+    ("optimizer.beta_1=1", r"optimizer.beta_1 must be in \[0, 1\), got 1.0"),
+    ("data.num_classes=???", r"data.num_classes has no value; set it, e.g. data.num_classes="),
+    ("impl.name=bogus",
+     "impl.name=bogus: choose one of gather_matmul, block_sparse, sparse_matmul, gather_sum, auto"),
+    ("impl.candidates=[gather_sum,bogus]", r"impl.candidates=\['gather_sum', 'bogus'\]: choose"),
+    ("impl=auto impl.candidates=[]", r"impl=auto needs impl.candidates, got \[\]"),
+    ("loop.name=fit", "loop.name=fit: choose one of custom, keras"),
+    ("data.adjacency=full", "data.adjacency=full: choose one of none, edges, table"),
     ("data.train_files=/no/such/*.tfrecords", "data.train_files='/no/such/\\*.tfrecords' matches no file"),
     ("data.num_classes=3", "data has label 5 but num_classes=3"),
     ("resume=/no/such/run", "resume=/no/such/run: no such run directory"),
 ])
 def test_config_errors_fail_before_any_output(override, message, tiny_dataset, tmp_path):
     with pytest.raises(ConfigError, match=message):
-        train_tiny(tiny_config(tiny_dataset, override), str(tmp_path / "run"))
+        train_tiny(tiny_config(tiny_dataset, *override.split()), str(tmp_path / "run"))
     assert not (tmp_path / "run").exists()
+
+
+def test_every_integer_setting_has_a_range():
+    integers = {key for key, kind in schema_keys().items()
+                if kind in (int, List[int], Optional[List[int]])}
+    assert integers - set(INTEGER_RANGES) == {"data.label_offset", "data.augment.up_axis"}
+    assert set(INTEGER_RANGES) <= integers
+
+
+def test_the_schemas_choices_are_the_options_of_the_code():
+    assert set(IMPLEMENTATIONS) == set(ops.IMPLEMENTATIONS)
+    assert ADJACENCIES == ADJACENCY_LEVELS
+
+
+def test_a_boolean_setting_takes_only_true_or_false():
+    check_overrides(["jit=true", "data.unit_scale=False", "deterministic=TRUE", "steps=3",
+                     "data=tfrecords", "hydra.run.dir=out"])
+    refused = {"data.unit_scale=no": "data.unit_scale must be true or false, got 'no'",
+               "data.mean_center=off": "data.mean_center must be true or false, got 'off'",
+               "jit=1": "jit must be true or false, got '1'",
+               "+deterministic=yes": "deterministic must be true or false, got 'yes'"}
+    messages = {}
+    for override in refused:
+        with pytest.raises(ConfigError) as error:
+            check_overrides([override])
+        messages[override] = str(error.value)
+    assert messages == refused
 
 
 @pytest.mark.parametrize("override, message", [
@@ -129,6 +179,29 @@ def test_train_py_reports_a_config_error_in_one_line_without_traceback(tiny_data
     assert "data has label 5 but num_classes=3" in result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
     assert not (tmp_path / "train").exists()
+
+
+@pytest.mark.slow
+def test_train_py_refuses_settings_outside_the_schema_in_one_line_before_any_output(
+        tiny_dataset, tmp_path):
+    cases = [  # overrides, exit status (1: Hydra's composition error), the line naming the key
+        (["data.unit_scale=no", "data.mean_center=off"], 2,
+         "data.unit_scale must be true or false, got 'no'"),
+        (["data.batch_size=abc"], 1, "Error merging override data.batch_size=abc"),
+        (["data.batch_size=2.5"], 1, "Error merging override data.batch_size=2.5"),
+        (["data.shuffle_buffer=0"], 2, "data.shuffle_buffer must be >= 1, got 0"),
+        (["model.num_weight_matrices=0"], 2, "model.num_weight_matrices must be >= 1, got 0"),
+        (["model.conv_channels=[]"], 2,
+         "model.conv_channels must be a non-empty list of integers >= 1, got []"),
+    ]
+    for index, (overrides, status, message) in enumerate(cases):
+        run_dir = tmp_path / f"run{index}"
+        result = train_py(tiny_dataset, run_dir, *overrides)
+        output = result.stdout + result.stderr
+        assert result.returncode == status, output[-2000:]
+        assert message in output and "Traceback" not in output
+        hydra_files = {".hydra", "train.log"}  # written before the application starts
+        assert not run_dir.exists() or {p.name for p in run_dir.iterdir()} <= hydra_files
 
 
 @pytest.mark.slow
