@@ -1,18 +1,21 @@
 """Per-vertex predictions of a trained run on mesh files, and on the run's test split.
 
 Inputs are built exactly as the pipeline builds them: the mesh is loaded and checked as
-the converter loads it (`meshseg.data.meshfiles.load_geometry`), its 1-ring adjacency with self-edges
-(`mesh_edges`) becomes the feature dict of `meshseg.batch.mesh_features`, and the vertices
-are normalised with the run's `mean_center` / `unit_scale` (`normalize_vertices`).
+the converter loads it (`meshseg.data.meshfiles.load_geometry`), its 1-ring adjacency with
+self-edges (`mesh_edges`) becomes the feature dict of `meshseg.batch.mesh_features`, and
+the vertices are normalised with the run's `mean_center` / `unit_scale`
+(`normalize_vertices`).
 
 Command line:
 
     python -m meshseg.tools.predict outputs/<run> my/mesh.off other.ply --out predictions \\
-        [--labels-dir my/labels --label-offset 0]
+        [--labels-dir my/labels --label-offset 0] [--overwrite]
 
 writes `<out>/<stem>.ply` (the mesh, vertices coloured by predicted class) and
 `<out>/<stem>.txt` (one predicted label per line); with `--labels-dir`, it also prints
-each mesh's per-vertex accuracy against `<labels-dir>/<stem>.txt`.
+each mesh's per-vertex accuracy against `<labels-dir>/<stem>.txt`. Outputs never replace
+one another: meshes with the same stem (`a/part.off`, `b/part.off`) are refused before
+anything is written, and so are outputs already in `--out` unless `--overwrite` is given.
 """
 
 import argparse
@@ -150,6 +153,29 @@ def write_prediction(out_dir: str, stem: str, vertices: np.ndarray, triangles: n
     return ply_path, txt_path
 
 
+def check_outputs(mesh_paths: List[str], out_dir: str, overwrite: bool = False) -> None:
+    """Checks that the predictions of `mesh_paths` can be written to `out_dir` as
+    `<stem>.ply` / `<stem>.txt` without one replacing another.
+
+    Raises:
+      ConfigError: naming both meshes if two share a stem, or naming the files if an output
+        already exists in `out_dir` and not `overwrite`.
+    """
+    first = {}
+    for path in mesh_paths:
+        stem = Path(path).stem
+        if stem in first:
+            raise ConfigError(f"{first[stem]} and {path} would both be written as {stem}.ply "
+                              "and .txt; predict them in separate calls (--out)")
+        first[stem] = path
+    existing = [name for stem in first for name in (f"{stem}.ply", f"{stem}.txt")
+                if os.path.exists(os.path.join(out_dir, name))]
+    if existing and not overwrite:
+        more = f" and {len(existing) - 4} more" if len(existing) > 4 else ""
+        shown = ", ".join(existing[:4]) + more
+        raise ConfigError(f"{out_dir} already holds {shown}; pass --overwrite to replace them")
+
+
 @dataclass
 class Predictions:
     """What `predict_files` did: `written` mesh paths (their .ply/.txt pairs exist),
@@ -162,19 +188,25 @@ class Predictions:
 
 
 def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
-                  labels_dir: Optional[str] = None, label_offset: int = 0) -> Predictions:
+                  labels_dir: Optional[str] = None, label_offset: int = 0,
+                  overwrite: bool = False) -> Predictions:
     """Predicts and writes every mesh of `mesh_paths` (see the module docstring).
 
-    Each mesh is loaded and checked as the converter loads and checks it
-    (`meshseg.data.meshfiles.load_geometry`, and with `labels_dir` its label file with
-    `validate_labels`); a mesh that fails is listed in `failures` with its reason and the
-    others go on. Written labels are predicted classes - `label_offset`, i.e. in the label
-    files' convention. With `labels_dir`, `<labels_dir>/<stem>.txt` + `label_offset` are
-    the true classes.
+    Before anything is written, `check_outputs` makes sure no output replaces another
+    (earlier outputs in `out_dir` only with `overwrite`). Each mesh is loaded and checked
+    as the converter loads and checks it (`meshseg.data.meshfiles.load_geometry`, and with
+    `labels_dir` its label file with `validate_labels`); a mesh that fails is listed in
+    `failures` with its reason and the others go on. Written labels are the predicted
+    classes minus `label_offset`, i.e. in the label files' convention. With `labels_dir`,
+    `<labels_dir>/<stem>.txt` + `label_offset` are the true classes.
 
     Returns:
       the `Predictions`.
+
+    Raises:
+      ConfigError: from `check_outputs`, or for a directory without a finished run.
     """
+    check_outputs(mesh_paths, out_dir, overwrite)
     settings = input_settings(run_dir)
     model = load_model(run_dir)
     result = Predictions([], {}, {})
@@ -206,10 +238,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--labels-dir", help="folder of <stem>.txt true labels, one per vertex")
     parser.add_argument("--label-offset", type=int, default=0,
                         help="class = label + offset (1 for the RNA data's -1 = unlabelled)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace outputs of an earlier call in --out")
     args = parser.parse_args(argv)
     try:
         result = predict_files(args.run_dir, args.meshes, args.out, args.labels_dir,
-                               args.label_offset)
+                               args.label_offset, args.overwrite)
     except MeshsegError as error:
         parser.exit(error.exit_code, f"error: {error}\n")
     print(f"wrote {len(result.written)} predictions to {args.out}")

@@ -152,3 +152,45 @@ def test_an_obj_with_a_seam_gets_one_predicted_label_per_v_line(trained_run, tmp
     assert result.written == [str(path)] and not result.failures
     assert len(np.loadtxt(tmp_path / "out" / "seam.txt", ndmin=1)) == 5
 
+
+
+TETRAHEDRON_OFF = "OFF\n4 4 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 1 2\n3 0 1 3\n3 0 2 3\n3 1 2 3\n"
+
+
+def test_meshes_with_one_stem_in_two_folders_are_refused_before_writing_naming_both(
+        trained_run, tmp_path, capsys):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "part.off").write_text(TETRAHEDRON_OFF)
+    (tmp_path / "b" / "part.off").write_text(TETRAHEDRON_OFF.replace("0 0 1\n", "0 0 5\n"))
+    a, b = str(tmp_path / "a" / "part.off"), str(tmp_path / "b" / "part.off")
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(trained_run), a, b, "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == ConfigError.exit_code
+    assert capsys.readouterr().err == (f"error: {a} and {b} would both be written as part.ply "
+                                       "and .txt; predict them in separate calls (--out)\n")
+    assert not (tmp_path / "out").exists()
+    for name, path in (("a", a), ("b", b)):  # the way out: one call per folder
+        main([str(trained_run), path, "--out", str(tmp_path / "out" / name)])
+    for name, apex in (("a", [0, 0, 1]), ("b", [0, 0, 5])):
+        written = trimesh.load(tmp_path / "out" / name / "part.ply", process=False)
+        assert written.vertices[3].tolist() == apex
+
+
+def test_outputs_of_an_earlier_call_are_replaced_only_with_overwrite(trained_run, tmp_path,
+                                                                     capsys):
+    (tmp_path / "part.off").write_text(TETRAHEDRON_OFF)
+    command = [str(trained_run), str(tmp_path / "part.off"), "--out", str(tmp_path / "out")]
+    main(command)
+    assert capsys.readouterr().out == f"wrote 1 predictions to {tmp_path / 'out'}\n"
+    (tmp_path / "out" / "part.txt").write_text("kept\n")
+    with pytest.raises(SystemExit) as exit_info:
+        main(command)
+    assert exit_info.value.code == ConfigError.exit_code
+    assert capsys.readouterr().err == (f"error: {tmp_path / 'out'} already holds part.ply, "
+                                       "part.txt; pass --overwrite to replace them\n")
+    assert (tmp_path / "out" / "part.txt").read_text() == "kept\n"
+    main(command + ["--overwrite"])
+    assert capsys.readouterr().out == f"wrote 1 predictions to {tmp_path / 'out'}\n"
+    assert len(np.loadtxt(tmp_path / "out" / "part.txt")) == 4
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["part.ply", "part.txt"]
