@@ -130,6 +130,12 @@ class MeshSegmentationNet(keras.Model):
         x = tf.reshape(x, [shape[0], shape[1], self.conv_channels[-1]])
         return self.lin_out(self.lin_hidden(x))
 
+    def get_compile_config(self):
+        """None: a saved network holds no training state (the Keras loop's losses and
+        metrics live in `meshseg.train`; a run's settings in its run_config.yaml), so it
+        loads with nothing but `meshseg.nn` imported."""
+        return None
+
     def get_build_config(self):
         return {"built_on": "a one-triangle mesh"}
 

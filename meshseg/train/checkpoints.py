@@ -1,10 +1,11 @@
 """Training checkpoints: model, optimizer, step and input position, in `<run_dir>/checkpoints`."""
 
+import contextlib
 import logging
 import os
 import re
 import signal
-from typing import List, Optional, Tuple
+from typing import List, Optional
 
 import keras
 import tensorflow as tf
@@ -15,84 +16,121 @@ from meshseg.train.rundir import CHECKPOINT_DIR
 log = logging.getLogger(__name__)
 
 
-CHECKPOINT_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
+CHECKPOINT_FILE = re.compile(r"^ckpt-(\d+)\.(index|data-\d{5}-of-\d{5})$")
 
 
-def checkpoints_on_disk(directory: str) -> List[Tuple[int, str]]:
-    """(step, prefix) of every `ckpt-<step>` in `directory`, newest first, found by listing
-    the directory (not from its `checkpoint` state file, and not by a glob)."""
+def checkpoints_on_disk(directory: str) -> List[int]:
+    """The steps of the `ckpt-<step>` checkpoints in `directory`, newest first, found by
+    listing the directory (not from its `checkpoint` state file, and not by a glob)."""
     if not os.path.isdir(directory):
         return []
-    found = [(int(match[1]), os.path.join(directory, f"ckpt-{match[1]}"))
-             for match in map(CHECKPOINT_INDEX.match, os.listdir(directory)) if match]
-    return sorted(found, reverse=True)
+    matches = (CHECKPOINT_FILE.match(name) for name in os.listdir(directory))
+    return sorted({int(match[1]) for match in matches if match and match[2] == "index"},
+                  reverse=True)
+
+
+@contextlib.contextmanager
+def inside(directory: str):
+    """Runs the block with `directory` as the working directory. TensorFlow's checkpoint
+    reader treats a path as a glob pattern, so a run directory named like Hydra's
+    `override_dirname` of a list (`model.conv_channels=[8,8,16]`) would not be found:
+    checkpoints are written and read by their bare names from inside their folder."""
+    previous = os.getcwd()
+    os.chdir(directory)
+    try:
+        yield
+    finally:
+        os.chdir(previous)
 
 
 class TrainingCheckpoint:
     """The state a resumed run needs, in `<run_dir>/checkpoints/ckpt-<step>`, restored on
-    construction from the newest intact checkpoint.
+    construction from the newest intact checkpoint: model, optimizer and step. The input
+    position is the step itself (the loops replay the seeded input stream up to it), so a
+    checkpoint holds no data and its size does not grow with the data set.
 
     Restore never trusts one file: the checkpoints are found by listing the directory,
-    newest first, and the first that restores completely wins; a damaged one (or a damaged
-    `checkpoint` state file) is logged and passed over, and the state file is rewritten to
-    list the intact ones, so that `tf.train.CheckpointManager` keeps and rotates them. A
-    checkpoint that cannot be read is never deleted.
+    newest first, and the first that restores completely wins (`tf.train.Checkpoint.read`
+    of what `write` wrote); a damaged one (or a damaged
+    `checkpoint` state file) is logged and passed over, never deleted. Saving keeps the
+    newest `max_to_keep` checkpoints and rewrites the state file. Paths may hold glob
+    characters (`[`, `]`, `*`, `?`): files are named and removed with Python's `os`, never
+    through a pattern.
 
     Args:
       run_dir: the run directory.
       model: a built model (its variables exist).
       optimizer: its optimizer; its variables are created here so a restore fills them.
-      iterator: optional `tf.data` iterator whose position (and shuffle state) is saved too,
-        so a resumed custom loop sees exactly the batches an uninterrupted run would.
       max_to_keep: number of checkpoints kept (older ones are deleted).
 
     Attributes:
+      directory: `<run_dir>/checkpoints`.
       restored_step: the step of the restored checkpoint (0 when there was none).
-      manager: the `tf.train.CheckpointManager` that saves and rotates checkpoints.
 
     Raises:
       DataError: if checkpoints exist but none of them restores (naming each and why).
     """
 
     def __init__(self, run_dir: str, model: keras.Model, optimizer: keras.optimizers.Optimizer,
-                 iterator: Optional[tf.data.Iterator] = None, max_to_keep: int = 3):
+                 max_to_keep: int = 3):
         if not optimizer.built:
             optimizer.build(model.trainable_variables)
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-        state = {"model": model, "optimizer": optimizer, "step": self.step}
-        if iterator is not None:
-            state["iterator"] = iterator
-        self.checkpoint = tf.train.Checkpoint(**state)
-        directory = os.path.join(run_dir, CHECKPOINT_DIR)
-        self.restored_step = self._restore_newest_intact(directory)
-        self.manager = tf.train.CheckpointManager(self.checkpoint, directory,
-                                                  max_to_keep=max_to_keep)
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=self.step)
+        self.directory = os.path.join(run_dir, CHECKPOINT_DIR)
+        self.max_to_keep = max_to_keep
+        self.restored_step = self._restore_newest_intact()
 
-    def _restore_newest_intact(self, directory: str) -> int:
-        found = checkpoints_on_disk(directory)
+    @property
+    def latest(self) -> Optional[str]:
+        """The path of the newest checkpoint on disk, or None."""
+        steps = checkpoints_on_disk(self.directory)
+        return os.path.join(self.directory, f"ckpt-{steps[0]}") if steps else None
+
+    def _restore_newest_intact(self) -> int:
         failures = []
-        for index, (step, prefix) in enumerate(found):
+        for step in checkpoints_on_disk(self.directory):
             try:
-                self.checkpoint.restore(prefix).assert_existing_objects_matched()
+                with inside(self.directory):
+                    self.checkpoint.read(f"ckpt-{step}").assert_existing_objects_matched()
             except Exception as error:  # a damaged checkpoint raises many types
                 reason = (str(error).strip() or "unreadable").splitlines()[0]
-                failures.append(f"{os.path.basename(prefix)}: {type(error).__name__}: {reason}")
+                failures.append(f"ckpt-{step}: {type(error).__name__}: {reason}")
                 log.warning("checkpoint %s does not restore (%s); trying an older one",
-                            prefix, failures[-1])
+                            self.directory, failures[-1])
                 continue
-            intact = [p for _, p in reversed(found[index:])]
-            tf.compat.v1.train.update_checkpoint_state(directory, prefix,
-                                                       all_model_checkpoint_paths=intact)
             return int(self.step.numpy())
         if failures:
-            raise DataError(f"no checkpoint in {directory} restores ({'; '.join(failures)}); "
-                            "move them away to train from the start")
+            raise DataError(f"no checkpoint in {self.directory} restores "
+                            f"({'; '.join(failures)}); move them away to train from the start")
         return 0
 
     def save(self, step: int) -> str:
-        """Saves the state after `step` steps; returns the checkpoint path."""
+        """Saves the state after `step` steps, keeps the newest `max_to_keep` checkpoints and
+        rewrites the state file; returns the checkpoint path."""
         self.step.assign(step)
-        return self.manager.save(checkpoint_number=step)
+        os.makedirs(self.directory, exist_ok=True)
+        with inside(self.directory):
+            self.checkpoint.write(f"ckpt-{step}")
+        steps = checkpoints_on_disk(self.directory)
+        for name in os.listdir(self.directory):
+            match = CHECKPOINT_FILE.match(name)
+            if match and int(match[1]) in steps[self.max_to_keep:]:
+                os.remove(os.path.join(self.directory, name))
+        write_state_file(self.directory, [f"ckpt-{s}" for s in reversed(steps[:self.max_to_keep])])
+        return os.path.join(self.directory, f"ckpt-{step}")
+
+
+def write_state_file(directory: str, names: List[str]) -> None:
+    """Writes TensorFlow's `checkpoint` state file (a CheckpointState text proto) listing
+    `names`, oldest first, the last as the latest, so `tf.train.latest_checkpoint` and
+    TensorBoard find them; atomically (temporary file, then rename)."""
+    lines = [f'model_checkpoint_path: "{names[-1]}"']
+    lines += [f'all_model_checkpoint_paths: "{name}"' for name in names]
+    path = os.path.join(directory, "checkpoint")
+    with open(path + ".tmp", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(path + ".tmp", path)
 
 
 class StopSignals:

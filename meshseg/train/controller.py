@@ -4,15 +4,13 @@ A loop (`meshseg.train.custom_loop`, `meshseg.train.keras_loop`) only runs steps
 controller restores the newest intact checkpoint (and with it the step a resumed run
 starts from), catches SIGINT/SIGTERM, logs every step, evaluates and saves checkpoints on the
 schedule, and turns a non-finite step into a `NonFiniteError` naming the last good
-checkpoint. (`tf.train.CheckpointManager` + a step counter, as tensorflow/models'
-orbit controller.)
+checkpoint. (A checkpoint with a step counter, as tensorflow/models' orbit controller.)
 """
 
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Protocol
+from typing import Callable, Dict, Protocol
 
 import keras
-import tensorflow as tf
 
 from meshseg.errors import Interrupted, NonFiniteError
 from meshseg.train.checkpoints import StopSignals, TrainingCheckpoint
@@ -33,9 +31,8 @@ class Schedule:
 
 class Loop(Protocol):
     """A training loop: runs the controller's remaining steps, calling `step_done` after
-    each. `input_state` is its checkpointable input iterator, if it has one."""
-
-    input_state: Optional[tf.data.Iterator]
+    each. It starts its (seeded, repeated) input at batch `controller.start_step`, so a
+    resumed run sees exactly the batches of an uninterrupted one."""
 
     def run(self, controller: "Controller") -> None: ...
 
@@ -50,8 +47,6 @@ class Controller:
       model, optimizer: the built model and its optimizer (checkpointed).
       schedule: the `Schedule`.
       run_eval: evaluates on the test split; returns {metric name: value}.
-      input_state: optional `tf.data` iterator whose position is checkpointed too, so a
-        resumed run sees exactly the batches an uninterrupted run would.
 
     Attributes:
       start_step: the step restored from the newest intact checkpoint (0 for a fresh run); the
@@ -61,11 +56,10 @@ class Controller:
 
     def __init__(self, output_dir: str, model: keras.Model,
                  optimizer: keras.optimizers.Optimizer, schedule: Schedule,
-                 run_eval: Callable[[], Dict[str, float]],
-                 input_state: Optional[tf.data.Iterator] = None):
+                 run_eval: Callable[[], Dict[str, float]]):
         self.schedule = schedule
         self.run_eval = run_eval
-        self.checkpoint = TrainingCheckpoint(output_dir, model, optimizer, input_state,
+        self.checkpoint = TrainingCheckpoint(output_dir, model, optimizer,
                                              schedule.checkpoints_kept)
         self.start_step = self.checkpoint.restored_step
         self.logger = RunLogger(output_dir, schedule.steps, initial_step=self.start_step)
@@ -106,7 +100,7 @@ class Controller:
             self.checkpoint.save(step)
         if self.signals.received:
             raise Interrupted(f"stopped by signal {self.signals.received} after step {step}; "
-                              f"checkpoint saved in {self.checkpoint.manager.directory}",
+                              f"checkpoint saved in {self.checkpoint.directory}",
                               self.signals.received)
 
     def stop_non_finite(self, step: int, loss: float, detail: str) -> None:
@@ -118,4 +112,4 @@ class Controller:
         """
         raise NonFiniteError(
             f"step {step}: non-finite loss ({loss}) or gradient; {detail}. Last good "
-            f"checkpoint: {self.checkpoint.manager.latest_checkpoint or 'none'}")
+            f"checkpoint: {self.checkpoint.latest or 'none'}")

@@ -17,9 +17,8 @@ class CustomLoop:
 
     Under a replicating `strategy` the dataset's global batches are split over the replicas
     (and sharded over workers); `model` and `optimizer` must have been built in its scope.
-    Without replication the input iterator is checkpointed (`input_state`), so a resumed
-    run replays exactly the batches of an uninterrupted one; a distributed iterator cannot
-    be checkpointed, and there the (seeded) input stream restarts.
+    The input starts at batch `controller.start_step` of the seeded stream, so a resumed
+    run replays exactly the batches of an uninterrupted one.
 
     Args:
       model, optimizer: the network and its Keras optimizer.
@@ -32,8 +31,7 @@ class CustomLoop:
                  dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, jit: bool):
         self.train_step = TrainStep(model, optimizer, jit, strategy)
         self.strategy = strategy
-        self.batches = iter(strategy.experimental_distribute_dataset(dataset))
-        self.input_state = self.batches if isinstance(self.batches, tf.data.Iterator) else None
+        self.dataset = dataset
 
     def run(self, controller: Controller) -> None:
         """Runs `controller.remaining_steps`.
@@ -42,8 +40,10 @@ class CustomLoop:
           NonFiniteError: at the first step with a non-finite loss or gradient, naming the
             meshes of its batch (without replication its update is not applied).
         """
+        batches = iter(self.strategy.experimental_distribute_dataset(
+            self.dataset.skip(controller.start_step)))
         for step in controller.remaining_steps:
-            features, labels = next(self.batches)
+            features, labels = next(batches)
             traces = self.train_step.traces
             start = time.perf_counter()
             loss, accuracy, finite, num_vertices = self.train_step(features, labels)

@@ -64,17 +64,15 @@ class StepCallback(keras.callbacks.Callback):
 class KerasLoop:
     """Runs the controller's steps with one `Model.fit` call over `dataset`.
 
-    Loss and accuracy match `CustomLoop`, step for step. Keras owns the input iterator, so
-    a resumed run restores model, optimizer and step but restarts the input stream
-    (`input_state` is None): exact replay of an interrupted run needs `loop=custom`.
+    Loss and accuracy match `CustomLoop`, step for step. The input starts at batch
+    `controller.start_step` of the seeded stream, so a resumed run replays exactly the
+    batches of an uninterrupted one.
 
     Args:
       model, optimizer: the network and its Keras optimizer (compiled here).
       dataset: repeated `(features, labels)` batches (`meshseg.batch`).
       jit: compile Keras' train function with XLA.
     """
-
-    input_state = None
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer,
                  dataset: tf.data.Dataset, jit: bool):
@@ -91,5 +89,6 @@ class KerasLoop:
         Raises:
           NonFiniteError: at the first step with a non-finite loss.
         """
-        self.model.fit(self.dataset, steps_per_epoch=len(controller.remaining_steps), epochs=1,
-                       verbose=0, shuffle=False, callbacks=[StepCallback(controller)])
+        self.model.fit(self.dataset.skip(controller.start_step),
+                       steps_per_epoch=len(controller.remaining_steps), epochs=1, verbose=0,
+                       shuffle=False, callbacks=[StepCallback(controller)])

@@ -177,7 +177,7 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
     output_dir = run_dir if is_chief(strategy) else tempfile.mkdtemp(prefix="meshseg-worker-")
     schedule = Schedule(config.steps, config.eval_every, config.checkpoint.every,
                         config.checkpoint.keep)
-    controller = Controller(output_dir, model, optimizer, schedule, run_eval, loop.input_state)
+    controller = Controller(output_dir, model, optimizer, schedule, run_eval)
     if controller.start_step:
         log.info("resuming from the checkpoint of step %d", controller.start_step)
     try:
@@ -185,10 +185,12 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
     finally:
         controller.logger.close()
         summary = summarize(controller, impl, strategy, data_info, time.perf_counter() - start)
-        if output_dir == run_dir:
+        # A run that stops before its first step leaves an earlier summary as it was.
+        if output_dir == run_dir and (controller.logger.steps_logged
+                                      or RunSummary.load(run_dir) is None):
             summary.save(run_dir)
             log_hparams(run_dir, config, summary)
-        else:
+        elif output_dir != run_dir:
             shutil.rmtree(output_dir, ignore_errors=True)
     model.save(os.path.join(run_dir, MODEL_FILE), include_optimizer=False)
     barrier(strategy)

@@ -106,6 +106,11 @@ class RunLogger:
             f"{name} {value:.4f}" for name, value in results.items()))
 
     @property
+    def steps_logged(self) -> int:
+        """The steps this process logged (0 when it stopped before its first step)."""
+        return len(self.step_times_ms) + len(self.compile_times_s)
+
+    @property
     def steps_done(self) -> int:
         """The step the run has reached (including the steps before a resume)."""
         return self.progress.n
