@@ -29,9 +29,11 @@ from meshseg.errors import ConfigError
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 ROTATIONS = ("none", "up", "so3")
 DATA_SOURCES = ("mesh_folder", "tfrecords")
-ADJACENCIES = ("none", "edges", "table")  # meshseg.data.adjacency.ADJACENCY_LEVELS
+# How much adjacency a converted record stores, from least to most (`data.adjacency`; the
+# record fields of each: `meshseg.data.adjacency.ADJACENCY_FIELDS`): "none" (computed when
+# read), "edges" (the 1-ring edge list), "table" (also the neighbour table).
+ADJACENCY_LEVELS = ("none", "edges", "table")
 LOOPS = ("custom", "keras")
-IMPLEMENTATIONS = ("gather_matmul", "block_sparse", "sparse_matmul", "gather_sum")  # nn.ops
 
 
 @dataclass
@@ -184,10 +186,10 @@ INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, None),
                   **{key: (1, None) for key in COUNTS}}
 POSITIVE = ("optimizer.learning_rate", "optimizer.decay_rate", "optimizer.epsilon")
 # The choices of every string setting that names an option (each entry, for a list);
-# strategy.name is checked where the strategy is made (`meshseg.train.distribute`).
-CHOICES = {"precision": PRECISIONS, "data.source": DATA_SOURCES, "data.adjacency": ADJACENCIES,
-           "loop.name": LOOPS, "impl.name": IMPLEMENTATIONS + ("auto",),
-           "impl.candidates": IMPLEMENTATIONS}
+# strategy.name is checked where the strategy is made (`meshseg.train.distribute`), impl
+# names against the implementations' registry (`meshseg.train.run.typed_config`).
+CHOICES = {"precision": PRECISIONS, "data.source": DATA_SOURCES,
+           "data.adjacency": ADJACENCY_LEVELS, "loop.name": LOOPS}
 
 
 def schema_keys(node: type = TrainConfig, prefix: str = "") -> dict:

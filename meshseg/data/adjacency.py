@@ -17,10 +17,8 @@ tf.data wrapper lives in `meshseg.data.pipeline` and the neighbour table (ELL la
 
 import numpy as np
 
-# How much adjacency a record stores, from least to most, and the record fields of each:
-# "none" (computed when read), "edges" (the 1-ring edge list), "table" (also the
-# neighbour table of `meshseg.batch`).
-ADJACENCY_LEVELS = ("none", "edges", "table")
+# The record fields of each stored adjacency level (`meshseg.config.ADJACENCY_LEVELS`):
+# "table" holds the neighbour table of `meshseg.batch` too.
 ADJACENCY_FIELDS = {"none": (), "edges": ("edges", "edge_weights"),
                     "table": ("edges", "edge_weights", "neighbors", "neighbor_weights",
                               "overflow_neighbors", "overflow_weights", "overflow_centers")}

@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from meshseg.config import ADJACENCY_LEVELS
 from meshseg.data import meshfiles
-from meshseg.data.adjacency import ADJACENCY_FIELDS, ADJACENCY_LEVELS
+from meshseg.data.adjacency import ADJACENCY_FIELDS
 from meshseg.data.manifest import manifest_path, summarize, write_manifest
 from meshseg.errors import DataError
 

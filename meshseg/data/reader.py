@@ -25,7 +25,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import tensor_pb2
 
-from meshseg.data.adjacency import ADJACENCY_FIELDS, ADJACENCY_LEVELS
+from meshseg.config import ADJACENCY_LEVELS
+from meshseg.data.adjacency import ADJACENCY_FIELDS
 from meshseg.data.records import ADJACENCY_FEATURES
 from meshseg.errors import DataError
 

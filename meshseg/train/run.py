@@ -21,7 +21,7 @@ from meshseg.config import ModelConfig, OptimizerConfig, TrainConfig, checked_co
 from meshseg.data.sources import DataInfo, build_datasets
 from meshseg.errors import ConfigError, DataError
 from meshseg.nn.model import MeshSegmentationNet
-from meshseg.nn.ops import XLA_FORMULATION
+from meshseg.nn.ops import IMPLEMENTATIONS, XLA_FORMULATION
 from meshseg.train.autotune import choose_impl
 from meshseg.train.controller import Controller, Loop, Schedule
 from meshseg.train.custom_loop import CustomLoop
@@ -45,10 +45,16 @@ def typed_config(cfg: DictConfig) -> TrainConfig:
     directory the application started in (Hydra's `to_absolute_path`).
 
     Raises:
-      ConfigError: for a missing value, one the schema's types cannot check, or a resume
-        directory without a run.
+      ConfigError: for a missing value, one the schema's types cannot check, an unknown
+        implementation, or a resume directory without a run.
     """
     config = checked_config(cfg)
+    for key, names in (("impl.name", [config.impl.name]), ("impl.candidates",
+                                                           config.impl.candidates)):
+        unknown = [name for name in names if name not in (*IMPLEMENTATIONS, "auto")]
+        if unknown or (key == "impl.candidates" and "auto" in names):
+            raise ConfigError(f"{key}: unknown implementation {', '.join(unknown or ['auto'])};"
+                              f" choose from {', '.join(IMPLEMENTATIONS)}")
     for key in DATA_PATHS:
         if getattr(config.data, key) is not None:
             setattr(config.data, key, to_absolute_path(getattr(config.data, key)))

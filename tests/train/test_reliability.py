@@ -13,12 +13,9 @@ from hydra.errors import ConfigCompositionException
 
 from helpers.runs import (PROJECT, final_weights, scalars, tiny_config, train_command,
                           train_py, train_tiny)
-from meshseg.config import (ADJACENCIES, IMPLEMENTATIONS, INTEGER_RANGES, check_overrides,
-                            schema_keys)
-from meshseg.data.adjacency import ADJACENCY_LEVELS
+from meshseg.config import INTEGER_RANGES, check_overrides, schema_keys
 from meshseg.data.records import mesh_to_example
 from meshseg.errors import ConfigError, DataError, NonFiniteError, RunDirError
-from meshseg.nn import ops
 
 
 @pytest.mark.slow
@@ -119,9 +116,8 @@ def test_a_directory_with_foreign_outputs_is_refused_untouched(tiny_dataset, tmp
     ("optimizer.learning_rate=0", "optimizer.learning_rate must be a finite number > 0, got 0.0"),
     ("optimizer.beta_1=1", r"optimizer.beta_1 must be in \[0, 1\), got 1.0"),
     ("data.num_classes=???", r"data.num_classes has no value; set it, e.g. data.num_classes="),
-    ("impl.name=bogus",
-     "impl.name=bogus: choose one of gather_matmul, block_sparse, sparse_matmul, gather_sum, auto"),
-    ("impl.candidates=[gather_sum,bogus]", r"impl.candidates=\['gather_sum', 'bogus'\]: choose"),
+    ("impl.name=bogus", "impl.name: unknown implementation bogus; choose from gather_sum, "),
+    ("impl.candidates=[gather_sum,bogus]", "impl.candidates: unknown implementation bogus; "),
     ("impl=auto impl.candidates=[]", r"impl=auto needs impl.candidates, got \[\]"),
     ("loop.name=fit", "loop.name=fit: choose one of custom, keras"),
     ("data.adjacency=full", "data.adjacency=full: choose one of none, edges, table"),
@@ -140,11 +136,6 @@ def test_every_integer_setting_has_a_range():
                 if kind in (int, List[int], Optional[List[int]])}
     assert integers - set(INTEGER_RANGES) == {"data.label_offset", "data.augment.up_axis"}
     assert set(INTEGER_RANGES) <= integers
-
-
-def test_the_schemas_choices_are_the_options_of_the_code():
-    assert set(IMPLEMENTATIONS) == set(ops.IMPLEMENTATIONS)
-    assert ADJACENCIES == ADJACENCY_LEVELS
 
 
 def test_a_boolean_setting_takes_only_true_or_false():
