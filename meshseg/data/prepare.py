@@ -8,7 +8,7 @@ body parts set (`meshes/{iso,qes}/*.ply`, `labels/<label_set>/<variant>/<stem>.t
 are both described by a `MeshFolder` (conf/data/rna_sample.yaml, human_parts.yaml).
 
 The cache folder holds the shards, their manifests and `stamp.json`, which
-records the source files, their sizes and the conversion settings. A cache
+records the source files, their content hashes and the conversion settings. A cache
 whose stamp differs from the current source is rebuilt. The build happens in a
 temporary sibling folder that is renamed into place only when complete, so an
 interrupted build is never reused. Conversion is strict: a bad mesh fails the
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from meshseg.data.convert import convert_split, shard_paths, split_file_pairs
 from meshseg.data.manifest import MANIFEST_FORMAT
+from meshseg.data.meshfiles import file_sha256
 from meshseg.errors import ConfigError
 
 STAMP_NAME = "stamp.json"
@@ -61,15 +62,17 @@ def _pairs(source: MeshFolder) -> dict[str, tuple[list[Path], list[Path]]]:
 
 
 def _source_stamp(source: MeshFolder, pairs: dict) -> dict:
-    """The JSON-serialisable description of the source a cache was built from, and of the
-    converter's output format (a cache an older format wrote is rebuilt)."""
+    """The JSON-serialisable description of the source a cache was built from: the SHA-256
+    of every split, mesh and label file (so an edit that keeps a file's size is seen), the
+    conversion settings, and the converter's output format (a cache an older format wrote
+    is rebuilt)."""
     root = Path(source.root)
     files = [root / f"{split}.txt" for split in SPLITS]
     for mesh_paths, label_paths in pairs.values():
         files += list(mesh_paths) + list(label_paths)
     settings = asdict(source)
     settings.pop("root")
-    return {"files": {str(Path(p).relative_to(root)): Path(p).stat().st_size for p in files},
+    return {"files": {str(Path(p).relative_to(root)): file_sha256(p) for p in files},
             "settings": settings, "format": MANIFEST_FORMAT}
 
 

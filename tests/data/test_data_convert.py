@@ -236,6 +236,23 @@ def test_rna_cache_is_reused_and_rebuilt_when_the_source_changes(rna_subset, tmp
     assert count_records(rebuilt["train"]) == 2
 
 
+def test_a_same_size_label_edit_rebuilds_the_cache_with_the_edited_labels(rna_subset, tmp_path):
+    cache = tmp_path / "cache"
+    prepare_rna_sample(rna_subset, cache)
+    label_file = next((rna_subset / "labels").glob("*.txt"))
+    stem = label_file.stem
+    lines = label_file.read_text().splitlines()
+    index = next(i for i, line in enumerate(lines) if 0 <= int(line) < 250)
+    lines[index] = lines[index][:-1] + str((int(lines[index][-1]) + 1) % 10)  # one digit
+    size = label_file.stat().st_size
+    label_file.write_text("\n".join(lines) + "\n")
+    assert label_file.stat().st_size == size
+    shards = prepare_rna_sample(rna_subset, cache)
+    split = "train" if stem in (rna_subset / "train.txt").read_text() else "test"
+    (mesh,) = _read_meshes(shards[split])
+    np.testing.assert_array_equal(mesh["labels"], np.loadtxt(label_file, dtype=np.int64) + 1)
+
+
 def test_rna_cache_refuses_to_overwrite_a_foreign_folder(rna_subset, tmp_path):
     foreign = tmp_path / "cache"
     foreign.mkdir()
