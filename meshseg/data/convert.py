@@ -31,7 +31,7 @@ from tqdm import tqdm
 from meshseg.config import ADJACENCY_LEVELS
 from meshseg.data import meshfiles
 from meshseg.data.adjacency import ADJACENCY_FIELDS
-from meshseg.data.manifest import manifest_path, summarize, write_manifest
+from meshseg.data.manifest import listed_shards, manifest_path, summarize, write_manifest
 from meshseg.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,9 @@ def convert_split(
     """Writes labelled meshes to TFRecord shards plus `<out_prefix>.manifest.json`.
 
     The inputs are split into `num_shards` contiguous, near-equal chunks in the
-    given order; a skipped mesh leaves its shard one record shorter.
+    given order; a skipped mesh leaves its shard one record shorter. The shards an earlier
+    conversion to the same prefix listed in its manifest are replaced: those the new set
+    does not overwrite are removed once it is written.
 
     Args:
       mesh_paths: mesh files, one per example.
@@ -174,10 +176,15 @@ def convert_split(
 
     settings = dict(num_classes=num_classes, label_offset=label_offset,
                     label_kind=label_kind, adjacency=adjacency)
-    write_records_atomically(
-        final_paths, records(),
-        finish=lambda: write_manifest(manifest_path(out_prefix),
-                                      summarize(entries, skipped, final_paths, **settings)))
+    replaced = listed_shards(out_prefix)
+
+    def finish():
+        write_manifest(manifest_path(out_prefix),
+                       summarize(entries, skipped, final_paths, **settings))
+        for stale in sorted(replaced - set(final_paths)):  # the earlier set's other shards
+            Path(stale).unlink(missing_ok=True)
+
+    write_records_atomically(final_paths, records(), finish=finish)
     if skipped:
         log.warning("%s: skipped %d of %d meshes (see %s)", out_prefix, len(skipped),
                     len(jobs), manifest_path(out_prefix))

@@ -78,6 +78,35 @@ def read_manifest(path: str | Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
+def listed_shards(out_prefix: str | Path) -> set[str]:
+    """The shard paths the manifest of `out_prefix` lists (empty without a readable one)."""
+    try:
+        manifest = read_manifest(manifest_path(out_prefix))
+    except (OSError, ValueError):
+        return set()
+    return {str(Path(out_prefix).parent / name) for name in manifest.get("shards", [])}
+
+
+def unlisted_shards(files: list[str]) -> list[str]:
+    """The converted shards among `files` (`<prefix>-iiiii-of-nnnnn.tfrecords`) that their
+    prefix's manifest does not list (a stale `-of-N` set, another conversion's shards); for
+    a prefix without a manifest, the shards of every `-of-N` set but the newest file's."""
+    by_prefix: dict[str, list[str]] = {}
+    for file in files:
+        match = _SHARD_NAME.match(str(file))
+        if match:
+            by_prefix.setdefault(match["prefix"], []).append(str(file))
+    unlisted = []
+    for prefix, shards in by_prefix.items():
+        listed = listed_shards(prefix)
+        if not listed:
+            newest = max(shards, key=lambda path: Path(path).stat().st_mtime_ns)
+            total = newest[-len("00000.tfrecords"):]
+            listed = {path for path in shards if path.endswith(total)}
+        unlisted += sorted(set(shards) - listed)
+    return unlisted
+
+
 def manifest_sizes(files: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
     """Mesh sizes and class histogram of `files` from their manifests, if all have one.
 

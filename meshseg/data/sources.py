@@ -24,7 +24,7 @@ import numpy as np
 
 from meshseg.config import DataConfig
 from meshseg.data.buckets import auto_boundaries, bucket_shapes
-from meshseg.data.manifest import manifest_sizes
+from meshseg.data.manifest import manifest_sizes, unlisted_shards
 from meshseg.data.pipeline import make_dataset, read_meshes
 from meshseg.data.prepare import MeshFolder, prepare_mesh_folder
 from meshseg.data.reader import BadRecordLog
@@ -41,7 +41,9 @@ def resolve_files(data: DataConfig) -> dict[str, list[str]]:
 
     Raises:
       ConfigError: if the source folder is missing or a glob matches no file.
-      DataError: if a mesh or label file of a split is missing or invalid (conversion).
+      DataError: if a mesh or label file of a split is missing or invalid (conversion), or
+        a glob matches converted shards their conversion's manifest does not list
+        (`meshseg.data.manifest.unlisted_shards`).
     """
     if data.source == "tfrecords":
         files = {}
@@ -49,6 +51,11 @@ def resolve_files(data: DataConfig) -> dict[str, list[str]]:
             files[split] = sorted(glob.glob(pattern))
             if not files[split]:
                 raise ConfigError(f"data.{split}_files={pattern!r} matches no file")
+            stale = unlisted_shards(files[split])
+            if stale:
+                raise DataError(f"data.{split}_files={pattern!r} matches shards no manifest of "
+                                f"their conversion lists: {', '.join(stale)}; remove them or "
+                                "narrow the pattern")
         return files
     root = str(Path(data.root).resolve())
     if not Path(root).is_dir():

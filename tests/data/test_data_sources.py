@@ -171,3 +171,20 @@ def test_meshes_with_a_few_high_degree_vertices_get_overflow_rows_and_the_log_sa
     features, _ = next(iter(test_ds))
     assert features["neighbors"].shape == (1, 2816, 18)
 
+
+def test_a_reconversion_replaces_its_earlier_shards_and_strays_are_refused(tmp_path):
+    paths = _converted_spheres(tmp_path)  # 4 train meshes in 2 shards under out/train
+    meshes = sorted((tmp_path).glob("train*.ply"))
+    labels = [path.with_suffix(".npy") for path in meshes]
+    convert_split(meshes, labels, tmp_path / "out" / "train", num_shards=1, num_classes=2)
+    assert [p.name for p in (tmp_path / "out").glob("train-*")] == ["train-00000-of-00001.tfrecords"]
+    cfg = _tfrecords_config(paths["train"], paths["test"], 2)
+    _, _, info = build_datasets(cfg, seed=0, jit=False)
+    assert info.num_meshes["train"] == 4
+
+    stray = tmp_path / "out" / "train-00001-of-00002.tfrecords"
+    stray.write_bytes((tmp_path / "out" / "train-00000-of-00001.tfrecords").read_bytes())
+    with pytest.raises(DataError, match=r"matches shards no manifest of their conversion lists: "
+                                        r".*train-00001-of-00002\.tfrecords"):
+        build_datasets(cfg, seed=0, jit=False)
+
