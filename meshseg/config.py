@@ -99,6 +99,7 @@ class DataConfig:
     mean_center: bool = True  # subtract each mesh's mean vertex position
     unit_scale: bool = True  # scale each mesh to RMS radius 1
     skip_bad_records: bool = False  # log, count and skip bad records instead of failing
+    overlap: str = "warn"  # a mesh in both splits or twice in one: warn | refuse
     # Under jit=true batches are padded to per-bucket shapes; the step compiles once per bucket.
     bucket_boundaries: Optional[List[int]] = None  # vertex-count upper bounds; null: automatic
     num_buckets: int = 1  # automatic boundaries: this many vertex-count quantiles
@@ -189,7 +190,8 @@ POSITIVE = ("optimizer.learning_rate", "optimizer.decay_rate", "optimizer.epsilo
 # strategy.name is checked where the strategy is made (`meshseg.train.distribute`), impl
 # names against the implementations' registry (`meshseg.train.run.typed_config`).
 CHOICES = {"precision": PRECISIONS, "data.source": DATA_SOURCES,
-           "data.adjacency": ADJACENCY_LEVELS, "loop.name": LOOPS}
+           "data.adjacency": ADJACENCY_LEVELS, "data.overlap": ("warn", "refuse"),
+           "loop.name": LOOPS}
 
 
 def schema_keys(node: type = TrainConfig, prefix: str = "") -> dict:

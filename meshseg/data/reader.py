@@ -17,6 +17,7 @@ per shard, and every reader opens the shard with it (`open_shard`).
 """
 
 import functools
+import hashlib
 import logging
 import os
 import re
@@ -215,8 +216,7 @@ def check_shard(path: str, adjacency: str = "none", skip_bad_records: bool = Fal
       FileNotFoundError: if the shard does not exist.
     """
     bad_records = bad_records if bad_records is not None else BadRecordLog()
-    stat = os.stat(path)
-    readable, problems = _shard_problems(str(path), stat.st_size, stat.st_mtime_ns, adjacency)
+    readable, problems, _ = _decoded(path, adjacency)
     for index, message in problems:
         if not skip_bad_records:
             raise BadRecordError(message)
@@ -224,33 +224,47 @@ def check_shard(path: str, adjacency: str = "none", skip_bad_records: bool = Fal
     return readable, [index for index, _ in problems if index < readable]
 
 
+def geometry_digests(path: str, adjacency: str = "none") -> dict[int, str]:
+    """{record index: SHA-256 of its vertices and triangles} of the records of one shard
+    that decode: equal for two records of the same mesh, whichever file holds them."""
+    return dict(_decoded(path, adjacency)[2])
+
+
+def _decoded(path: str, adjacency: str):
+    stat = os.stat(path)
+    return _decode_shard(str(path), stat.st_size, stat.st_mtime_ns, adjacency)
+
+
 @functools.lru_cache(maxsize=1024)
-def _shard_problems(path: str, size: int, mtime_ns: int,
-                    adjacency: str) -> tuple[int, tuple[tuple[int, str], ...]]:
+def _decode_shard(path: str, size: int, mtime_ns: int, adjacency: str):
     """Decodes every record of a shard once per process and file version (`size`,
     `mtime_ns`): start-up scans and every `make_dataset` call share the result.
 
     Returns:
-      (readable, problems): the number of readable records, and (record index, message)
-      for each record that does not decode, then (readable, message) for a truncated or
-      corrupt tail, in file order.
+      (readable, problems, digests): the number of readable records; (record index,
+      message) for each record that does not decode, then (readable, message) for a
+      truncated or corrupt tail, in file order; (record index, geometry digest) of each
+      record that decodes.
     """
     records = iter(open_shard(path))
-    index, problems = 0, []
+    index, problems, digests = 0, [], []
     while True:
         try:
             serialized = next(records)
         except StopIteration:
-            return index, tuple(problems)
+            return index, tuple(problems), tuple(digests)
         except tf.errors.DataLossError as error:
             problems.append((index, f"{path}, record {index}: truncated or corrupt shard "
                                     f"({_data_loss_reason(error)}); the rest of the shard is "
                                     "unreadable"))
-            return index, tuple(problems)
+            return index, tuple(problems), tuple(digests)
         try:
-            decode_mesh_record(serialized.numpy(), adjacency)
+            mesh = decode_mesh_record(serialized.numpy(), adjacency)
         except ValueError as error:
             problems.append((index, f"{path}, record {index}: {error}"))
+        else:
+            geometry = mesh["vertices"].tobytes() + mesh["triangles"].tobytes()
+            digests.append((index, hashlib.sha256(geometry).hexdigest()))
         index += 1
 
 

@@ -27,7 +27,7 @@ from meshseg.data.buckets import auto_boundaries, bucket_shapes
 from meshseg.data.manifest import manifest_sizes, unlisted_shards
 from meshseg.data.pipeline import make_dataset, read_meshes
 from meshseg.data.prepare import MeshFolder, prepare_mesh_folder
-from meshseg.data.reader import BadRecordLog
+from meshseg.data.reader import BadRecordLog, geometry_digests, stored_adjacency
 from meshseg.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -130,6 +130,41 @@ def log_table_layout(sizes: np.ndarray) -> None:
                  sizes[:, 2].max())
 
 
+def split_overlap(files: dict[str, list[str]]) -> tuple[int, dict[str, int]]:
+    """How many test meshes are also training meshes, and how many meshes of each split
+    repeat an earlier one of it, judged by content (`reader.geometry_digests`), so byte
+    copies, the same file listed twice and overlapping globs all count.
+
+    Returns:
+      (test meshes also in the training split, {split: repeated meshes}).
+    """
+    digests = {split: [digest for path in paths
+                       for digest in geometry_digests(path, stored_adjacency(paths)).values()]
+               for split, paths in files.items()}
+    train = set(digests["train"])
+    overlap = sum(digest in train for digest in digests["test"])
+    return overlap, {split: len(found) - len(set(found)) for split, found in digests.items()}
+
+
+def check_overlap(files: dict[str, list[str]], policy: str, num_test: int) -> int:
+    """Logs (policy "warn") or refuses (policy "refuse") meshes in both splits or twice in
+    one; returns the number of test meshes (of `num_test`) that are also training meshes.
+
+    Raises:
+      DataError: under "refuse", naming the counts.
+    """
+    overlap, repeated = split_overlap(files)
+    problems = [f"{overlap} of {num_test} test meshes are also in the training split"
+                ] if overlap else []
+    problems += [f"{count} {split} mesh(es) repeat another of the {split} split"
+                 for split, count in repeated.items() if count]
+    for problem in problems:
+        if policy == "refuse":
+            raise DataError(f"{problem} (data.overlap=refuse)")
+        log.warning("%s (data.overlap=refuse stops such a run)", problem)
+    return overlap
+
+
 @dataclass
 class DataInfo:
     """What `build_datasets` learnt about the splits.
@@ -144,6 +179,7 @@ class DataInfo:
       bucket_boundaries, bucket_shapes: under jit, the vertex-count boundaries and the
         padded (V, E, K, O) shapes; None otherwise.
       bad_records: {split: records skipped during the scan}.
+      test_train_overlap: test meshes that are also training meshes (`check_overlap`).
     """
 
     files: dict[str, list[str]]
@@ -155,6 +191,7 @@ class DataInfo:
     bucket_boundaries: list[int] | None
     bucket_shapes: list[tuple] | None
     bad_records: dict[str, int]
+    test_train_overlap: int
 
 
 def build_datasets(data: DataConfig, seed: int, jit: bool):
@@ -172,8 +209,9 @@ def build_datasets(data: DataConfig, seed: int, jit: bool):
 
     Raises:
       ConfigError: see `resolve_files` and `split_sizes`.
-      DataError: for a mesh that does not convert, or a bad record during the scan
-        (naming shard and record index) unless `data.skip_bad_records`.
+      DataError: for a mesh that does not convert, a bad record during the scan (naming
+        shard and record index) unless `data.skip_bad_records`, or, with
+        `data.overlap=refuse`, a mesh in both splits or twice in one.
     """
     files = resolve_files(data)
     sizes, histograms, num_meshes, skipped, origins = {}, {}, {}, {}, set()
@@ -198,7 +236,8 @@ def build_datasets(data: DataConfig, seed: int, jit: bool):
                  len(shapes), shapes)
     info = DataInfo(files, histograms["train"], histograms["test"], num_meshes,
                     tuple(int(n) for n in all_sizes.max(axis=0)), "+".join(sorted(origins)),
-                    boundaries, shapes, skipped)
+                    boundaries, shapes, skipped,
+                    check_overlap(files, data.overlap, num_meshes["test"]))
     common = dict(batch_size=data.batch_size, mean_center=data.mean_center,
                   unit_scale=data.unit_scale, bucket_shapes=shapes,
                   skip_bad_records=data.skip_bad_records)

@@ -212,6 +212,7 @@ def summarize(controller: Controller, impl: str, strategy: tf.distribute.Strateg
         impl=impl, replicas=strategy.num_replicas_in_sync, test_files=data_info.files["test"],
         steps=controller.logger.steps_done, wall_time_s=round(wall_time_s, 2), pid=os.getpid(),
         **controller.logger.step_times(), peak_rss_mib=peak_rss_mib(),
+        test_train_overlap=data_info.test_train_overlap,
         **{f"eval_{name}": value for name, value in evaluation.items()})
 
 

@@ -35,6 +35,8 @@ class RunSummary:
         compile, ms; None when every step compiled.
       compile_time_s: time of the compiling steps, s; num_compilations: their number.
       peak_rss_mib: the process' peak resident memory, MiB.
+      test_train_overlap: test meshes that are also training meshes (by content), so the
+        evaluation is not on held-out meshes when it is above 0.
       eval_accuracy, eval_mean_iou, eval_majority_baseline_accuracy: the last evaluation
         on the test split (per-vertex accuracy, mean IoU, majority-class baseline).
     """
@@ -51,6 +53,7 @@ class RunSummary:
     compile_time_s: float
     num_compilations: int
     peak_rss_mib: float
+    test_train_overlap: int = 0
     eval_accuracy: Optional[float] = None
     eval_mean_iou: Optional[float] = None
     eval_majority_baseline_accuracy: Optional[float] = None

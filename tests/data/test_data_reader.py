@@ -150,14 +150,14 @@ def test_training_iterator_can_be_checkpointed_mid_pass(tmp_path, tetrahedron):
 
 
 def test_a_shard_is_decoded_once_until_it_changes(tmp_path, tetrahedron):
-    from meshseg.data.reader import _shard_problems
+    from meshseg.data.reader import _decode_shard
 
     path = _write(tmp_path / "once.tfrecords",
                   [mesh_to_example(**_relabelled(tetrahedron, i)) for i in range(3)])
     make_dataset([path], batch_size=1, training=False)
-    misses = _shard_problems.cache_info().misses
+    misses = _decode_shard.cache_info().misses
     make_dataset([path], batch_size=1, training=False)
-    assert _shard_problems.cache_info().misses == misses  # the second check is a cache hit
+    assert _decode_shard.cache_info().misses == misses  # the second check is a cache hit
     data = open(path, "rb").read()
     open(path, "wb").write(data[:-20])  # a changed file is checked again
     with pytest.raises(BadRecordError, match=r"once\.tfrecords, record 2: truncated"):

@@ -188,3 +188,20 @@ def test_a_reconversion_replaces_its_earlier_shards_and_strays_are_refused(tmp_p
                                         r".*train-00001-of-00002\.tfrecords"):
         build_datasets(cfg, seed=0, jit=False)
 
+
+def test_test_meshes_that_are_training_meshes_are_counted_or_refused(tiny_dataset, tmp_path,
+                                                                      caplog):
+    copy = tmp_path / "copy.tfrecords"  # a byte copy of the training shard's first mesh
+    with tf.io.TFRecordWriter(str(copy)) as writer:
+        writer.write(next(iter(tf.data.TFRecordDataset(tiny_dataset["train"]))).numpy())
+    test = str(tmp_path / "*.tfrecords")
+    (tmp_path / "itself.tfrecords").write_bytes(copy.read_bytes())
+    _, _, info = build_datasets(_tfrecords_config(tiny_dataset["train"], test, 6), seed=0,
+                                jit=False)
+    assert info.test_train_overlap == 2
+    assert "2 of 2 test meshes are also in the training split" in caplog.text
+    assert "1 test mesh(es) repeat another of the test split" in caplog.text
+    with pytest.raises(DataError, match="2 of 2 test meshes are also in the training split"):
+        build_datasets(_tfrecords_config(tiny_dataset["train"], test, 6, "data.overlap=refuse"),
+                       seed=0, jit=False)
+

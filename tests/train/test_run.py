@@ -135,3 +135,11 @@ def test_multirun_writes_one_logdir_per_job(tiny_dataset, tmp_path):
         assert {"loss", "accuracy", "step_time_ms"} <= set(scalars(job_dir, "train"))
     pids = {RunSummary.load(job_dir).pid for job_dir in job_dirs}
     assert len(pids) == 2  # each job trained in its own process
+
+
+def test_the_summary_records_test_meshes_that_are_training_meshes(tiny_dataset, tmp_path):
+    overlapping = {**tiny_dataset, "test": tiny_dataset["train"]}
+    summary = train_tiny(tiny_config(overlapping, "steps=1"), tmp_path)
+    assert summary.test_train_overlap == 4 == RunSummary.load(tmp_path).test_train_overlap
+    fresh = train_tiny(tiny_config(tiny_dataset, "steps=1"), tmp_path / "held_out")
+    assert fresh.test_train_overlap == 0
