@@ -1,4 +1,4 @@
-"""Training checkpoints: model, optimizer, step and input position, in `<run_dir>/checkpoints`."""
+"""Training checkpoints: model, optimizer and step, in `<run_dir>/checkpoints`."""
 
 import contextlib
 import logging

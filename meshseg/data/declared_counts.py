@@ -1,0 +1,195 @@
+"""The element counts a mesh file declares, checked against what the file holds (NumPy and
+trimesh's text helpers, no TensorFlow).
+
+An OFF file's vertex and face lines are checked against its count line, a PLY file's
+elements against its `element <name> <count>` lines (ASCII: lines; binary: bytes, list
+lengths taken from each element's first item, as trimesh assumes), and a binary STL's
+size against its triangle count (84 + 50 * count bytes). A file cut short, or holding
+more than it declares, is refused with both counts before trimesh reads it: trimesh would
+read what is there, and an OFF cut inside its vertex list would even have its face lines
+read as coordinates.
+"""
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import trimesh
+
+from meshseg.data.validate import InvalidMeshError
+
+
+def _check_counts(declared: list[tuple[str, int]], read: list[int]) -> None:
+    """Raises InvalidMeshError "<n> <element> declared, <m> read" for the first element
+    whose count read differs from the count declared ((element, n) pairs)."""
+    for (element, count), present in zip(declared, read):
+        if count != present:
+            raise InvalidMeshError(f"{count} {element} declared, {present} read")
+
+
+def _is_off_face(line: str) -> bool:
+    """Whether an OFF data line is a face: a corner count n >= 3, then n vertex indices
+    (colour values may follow). A vertex line (x y z) never is one."""
+    fields = line.split()
+    corners = int(fields[0]) if fields[0].isdigit() else 0
+    return corners >= 3 and len(fields) > corners and all(
+        index.isdigit() for index in fields[1:corners + 1])
+
+
+def _check_off_counts(path: str | Path) -> None:
+    """Raises InvalidMeshError if an OFF file's vertex or face lines (non-empty lines after
+    the count line, comments removed, as trimesh reads them) disagree with its counts."""
+    text = trimesh.util.comment_strip(trimesh.util.decode_text(Path(path).read_bytes()))
+    try:
+        _, _, rest = re.split("(COFF|OFF)", text, maxsplit=1)
+        lines = [line for line in rest.splitlines() if line.strip()]
+        vertices, faces = (int(count) for count in lines[0].split()[:2])
+    except (IndexError, ValueError):
+        return  # no OFF keyword or count line: trimesh's reader reports it
+    body = lines[1:]
+    if len(body) != vertices + faces:
+        vertex_lines = next((i for i, line in enumerate(body) if _is_off_face(line)), len(body))
+        _check_counts([("vertices", vertices), ("faces", faces)],
+                      [vertex_lines, len(body) - vertex_lines])
+
+
+PLY_TYPES = {"char": "i1", "uchar": "u1", "short": "i2", "ushort": "u2", "int": "i4",
+             "uint": "u4", "float": "f4", "double": "f8", "int8": "i1", "uint8": "u1",
+             "int16": "i2", "uint16": "u2", "int32": "i4", "uint32": "u4", "float32": "f4",
+             "float64": "f8"}
+
+
+@dataclass
+class PlyElement:
+    """One `element <name> <count>` of a PLY header and its properties, each a NumPy type
+    code for a scalar or a (length type, item type) pair for a list."""
+
+    name: str
+    count: int
+    properties: list
+
+
+def _ply_header(data: bytes) -> tuple[str, list[PlyElement], int] | None:
+    """(format, elements, offset of the data) of a PLY file's bytes; None when the header
+    cannot be parsed (trimesh's reader then reports it)."""
+    end = data.find(b"end_header")
+    start = data.find(b"\n", end) + 1
+    if not data.startswith(b"ply") or end < 0 or start == 0:
+        return None
+    fields = [line.split() for line in data[:end].decode("ascii", "replace").splitlines()]
+    file_format, elements = "", []
+    try:
+        for line in fields:
+            if line[:1] == ["format"]:
+                file_format = line[1]
+            elif line[:1] == ["element"]:
+                elements.append(PlyElement(line[1], int(line[2]), []))
+            elif line[:2] == ["property", "list"]:
+                elements[-1].properties.append((PLY_TYPES[line[2]], PLY_TYPES[line[3]]))
+            elif line[:1] == ["property"]:
+                elements[-1].properties.append(PLY_TYPES[line[1]])
+    except (IndexError, KeyError, ValueError):
+        return None
+    return file_format, elements, start
+
+
+def _fits_ply_element(line: str, element: PlyElement) -> bool:
+    """Whether an ASCII data line has the shape of one item of `element`."""
+    fields, position = line.split(), 0
+    try:
+        for prop in element.properties:
+            position += 1 + (int(fields[position]) if isinstance(prop, tuple) else 0)
+    except (IndexError, ValueError):
+        return False
+    return position == len(fields)
+
+
+def _ply_ascii_read(elements: list[PlyElement], data: bytes) -> list[int]:
+    """Items per element in the non-empty lines of an ASCII PLY's data: when their number
+    is not the declared total, each element takes the lines of its shape that follow, the
+    last one the rest."""
+    lines = [line for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
+    if len(lines) == sum(element.count for element in elements):
+        return [element.count for element in elements]
+    read, start = [], 0
+    for element in elements[:-1]:
+        end = start
+        while end < len(lines) and _fits_ply_element(lines[end], element):
+            end += 1
+        read.append(end - start)
+        start = end
+    return read + [len(lines) - start]
+
+
+def _ply_item_bytes(element: PlyElement, data: bytes, offset: int, endian: str) -> int:
+    """Bytes of one item of `element` in binary data, with list lengths read from the item
+    at `offset`; 0 if the data ends before them."""
+    size = 0
+    for prop in element.properties:
+        if not isinstance(prop, tuple):
+            size += np.dtype(prop).itemsize
+            continue
+        length_type, item_type = np.dtype(endian + prop[0]), np.dtype(prop[1])
+        if offset + size + length_type.itemsize > len(data):
+            return 0
+        length = int(np.frombuffer(data, length_type, 1, offset + size)[0])
+        size += length_type.itemsize + length * item_type.itemsize
+    return size
+
+
+def _ply_binary_read(elements: list[PlyElement], data: bytes, endian: str) -> list[int]:
+    """Whole items per element in a binary PLY's data bytes, each element's list lengths
+    those of its first item; the last element takes the bytes left."""
+    read, offset = [], 0
+    for index, element in enumerate(elements):
+        size = _ply_item_bytes(element, data, offset, endian)
+        available = (len(data) - offset) // size if size else 0
+        read.append(available if index == len(elements) - 1 else min(element.count, available))
+        offset += read[-1] * size
+    return read
+
+
+def _check_ply_counts(path: str | Path) -> None:
+    """Raises InvalidMeshError if a PLY file's data disagree with its element counts."""
+    data = Path(path).read_bytes()
+    header = _ply_header(data)
+    if header is None:
+        return
+    file_format, elements, start = header
+    if file_format == "ascii":
+        read = _ply_ascii_read(elements, data[start:])
+    else:
+        read = _ply_binary_read(elements, data[start:], ">" if "big" in file_format else "<")
+    plural = {"vertex": "vertices"}
+    _check_counts([(plural.get(e.name, e.name + "s"), e.count) for e in elements], read)
+
+
+def _check_stl_counts(path: str | Path) -> None:
+    """Raises InvalidMeshError if a binary STL's size is not 84 + 50 * its triangle count.
+    It is binary when its first 84 bytes hold a NUL byte, as its uint32 triangle count
+    (bytes 80-83) does below 2**24 triangles; an ASCII STL declares no count."""
+    with open(path, "rb") as stream:
+        head = stream.read(84)
+    if len(head) < 84 or b"\0" not in head:
+        return
+    declared, size = int.from_bytes(head[80:], "little"), os.path.getsize(path)
+    if size != 84 + 50 * declared:
+        raise InvalidMeshError(f"{declared} triangles declared, {(size - 84) // 50} read (a "
+                               f"binary STL of {size} bytes, {84 + 50 * declared} expected)")
+
+
+COUNT_CHECKS = {".off": _check_off_counts, ".ply": _check_ply_counts, ".stl": _check_stl_counts}
+
+
+def check_declared_counts(path: str | Path) -> None:
+    """Checks the element counts a mesh file declares (OFF and PLY headers, a binary STL's
+    triangle count) against what it holds; other formats pass.
+
+    Raises:
+      InvalidMeshError: naming both counts, e.g. "80 faces declared, 40 read".
+    """
+    check = COUNT_CHECKS.get(Path(path).suffix.lower())
+    if check is not None:
+        check(path)
