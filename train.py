@@ -52,10 +52,12 @@ def main(cfg: DictConfig) -> float:
     run_dir = HydraConfig.get().runtime.output_dir
     if HydraConfig.get().mode == RunMode.MULTIRUN and SWEEP_CHILD not in os.environ:
         return run_job_in_child_process(run_dir)
+    task_overrides = list(HydraConfig.get().overrides.task)
+    log.info("python train.py %s", " ".join(task_overrides))  # which run this log belongs to
     try:
         # The settings are checked before TensorFlow starts (threads=-1 would abort it), and
         # threads and the distribution strategy are set before any TensorFlow op runs.
-        check_overrides(list(HydraConfig.get().overrides.task))
+        check_overrides(task_overrides)
         checked_config(cfg)
         strategy = configure_runtime(cfg.threads, cfg.strategy.name)
         from meshseg.train.run import run

@@ -1,14 +1,19 @@
 """Run directories: a fresh run claims an empty one; a second run in it must be the same
-run (then it resumes); another run's outputs are never mixed with or overwritten."""
+run (then it resumes); another run's outputs are never mixed with or overwritten. Runs
+started at once under the default, timestamped name each claim their own directory."""
 
+import hashlib
+import json
 import os
+import re
 import sys
+from itertools import count
 from typing import List
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from meshseg.errors import RunDirError
+from meshseg.errors import ConfigError, MeshsegError, RunDirError
 
 # What a run directory holds, besides Hydra's `.hydra/` and `train.log`.
 RUN_CONFIG = "run_config.yaml"  # the run's settings (`claim_run_dir`)
@@ -19,6 +24,7 @@ OUTPUTS = (CHECKPOINT_DIR, "train", "eval", SUMMARY_FILE, MODEL_FILE)
 # Settings a resumed run may change: how long it trains, how often it evaluates, what
 # it resumes.
 RESUMABLE_CHANGES = ("steps", "eval_every", "resume", "checkpoint")
+NOW = re.compile(r"\$\{now:[^}]*\}")  # the timestamp in the default hydra.run.dir
 
 
 def differing_settings(previous: DictConfig, current: DictConfig) -> List[str]:
@@ -62,8 +68,10 @@ def check_run_dir(run_dir: str, cfg: DictConfig) -> bool:
 def claim_run_dir(run_dir: str, cfg: DictConfig) -> bool:
     """Makes `run_dir` this run's directory; returns True if it continues an earlier run.
 
-    A directory without our outputs is claimed: `run_config.yaml` records `cfg`. A directory
-    whose `run_config.yaml` matches `cfg` is resumed.
+    A directory without our outputs is claimed: `run_config.yaml` records `cfg`. It appears
+    whole (written aside, then renamed), as the workers of a multi-worker job that share the
+    directory may read it while another writes it. A directory whose `run_config.yaml`
+    matches `cfg` is resumed.
 
     Raises:
       RunDirError: see `check_run_dir`; nothing is written then.
@@ -71,20 +79,82 @@ def claim_run_dir(run_dir: str, cfg: DictConfig) -> bool:
     if check_run_dir(run_dir, cfg):
         return True
     os.makedirs(run_dir, exist_ok=True)
-    OmegaConf.save(cfg, os.path.join(run_dir, RUN_CONFIG), resolve=True)
+    aside = os.path.join(run_dir, f".{RUN_CONFIG}.{os.getpid()}")
+    OmegaConf.save(cfg, aside, resolve=True)
+    os.replace(aside, os.path.join(run_dir, RUN_CONFIG))
     return False
 
 
+def new_run_dir(name: str) -> str:
+    """Creates a directory that no other run has and returns its path: `name`, or else the
+    first of `name-1`, `name-2`, ... that does not exist. Creating it (`os.mkdir`) is the
+    claim and is atomic, so runs that claim the same name at once each get their own.
+
+    Raises:
+      OSError: if the directory cannot be created (other than because it exists).
+    """
+    os.makedirs(os.path.dirname(name) or ".", exist_ok=True)
+    for attempt in count():
+        candidate = f"{name}-{attempt}" if attempt else name
+        try:
+            os.mkdir(candidate)
+            return candidate
+        except FileExistsError:
+            continue
+
+
+def job_id() -> str:
+    """What the workers of this multi-worker job share: the scheduler's job id
+    (`slurm-<SLURM_JOB_ID>`), or else `cluster-<hash>` of the cluster in TF_CONFIG.
+
+    Raises:
+      ConfigError: if TF_CONFIG is not a JSON object.
+    """
+    if os.environ.get("SLURM_JOB_ID"):
+        return f"slurm-{os.environ['SLURM_JOB_ID']}"
+    try:
+        cluster = json.loads(os.environ["TF_CONFIG"]).get("cluster")
+    except (ValueError, AttributeError):
+        raise ConfigError("TF_CONFIG is not a JSON object with the cluster and task; "
+                          "see docs/scaling.md") from None
+    return "cluster-" + hashlib.sha1(json.dumps(cluster, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def default_run_dir(config: DictConfig) -> str:
+    """The directory of a run whose `hydra.run.dir` was not given (`config`: Hydra's config).
+
+    A single process claims a new one: `new_run_dir` of the default, timestamped name. The
+    workers of a multi-worker job (strategy=multi_worker, TF_CONFIG set) share one, whatever
+    second each starts in: the default name with its timestamp replaced by `job-<job_id()>`.
+
+    Raises:
+      ConfigError: see `job_id`.
+      OSError: see `new_run_dir`.
+    """
+    if config.strategy.name != "multi_worker" or "TF_CONFIG" not in os.environ:
+        return new_run_dir(config.hydra.run.dir)
+    template = OmegaConf.to_container(config.hydra.run)["dir"]
+    return OmegaConf.create({"dir": NOW.sub(f"job-{job_id()}", template)}, parent=config).dir
+
+
+def run_dir_given(config: DictConfig) -> bool:
+    """Whether `hydra.run.dir` is set on the command line (a sweep sets it for each job)."""
+    return any(override.lstrip("+").split("=", 1)[0] == "hydra.run.dir"
+               for override in config.hydra.overrides.hydra)
+
+
 class RunDirCheck(Callback):
-    """Hydra callback: checks the run directory before Hydra writes `.hydra/` and its log
-    into it, so a refused directory keeps the other run's files exactly as they were."""
+    """Hydra callback: chooses and checks the run directory before Hydra writes `.hydra/`
+    and its log into it. The default name becomes `default_run_dir`; a given one is kept,
+    and refused if it holds another run, so that run's files stay exactly as they were."""
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         task = OmegaConf.masked_copy(config, [key for key in config if key != "hydra"])
-        if task.get("resume") is not None:
-            return  # a resumed run writes to `resume`, not to the new hydra.run.dir
         try:
-            check_run_dir(config.hydra.run.dir, task)
-        except RunDirError as error:
+            if not run_dir_given(config):
+                config.hydra.run.dir = default_run_dir(config)
+            if task.get("resume") is None:  # a resumed run writes to `resume` instead
+                check_run_dir(config.hydra.run.dir, task)
+        except MeshsegError as error:
             print(f"error: {error}", file=sys.stderr)
             sys.exit(error.exit_code)

@@ -60,6 +60,14 @@ def train_py(dataset: dict, run_dir, *overrides: str, timeout: float = 300):
                           capture_output=True, text=True, timeout=timeout)
 
 
+def default_dir_train_command(dataset: dict, *overrides: str) -> list:
+    """`train_command` without `hydra.run.dir`, runnable in any working directory: the run
+    writes to the default `outputs/<date>_<time>_...` there."""
+    command = [arg for arg in train_command(dataset, None, *overrides)
+               if not arg.startswith("hydra.run.dir=")]
+    return [command[0], str(PROJECT / "train.py"), *command[2:]]
+
+
 def scalars(run_dir, split: str) -> dict:
     """{tag: [(step, value), ...]} from the event files in run_dir/split."""
     events = EventAccumulator(str(Path(run_dir) / split), size_guidance={"tensors": 0})

@@ -1,0 +1,141 @@
+"""Run directories: each run claims its own before Hydra writes into it, even when runs start
+in the same second; a directory given with hydra.run.dir keeps its name."""
+
+import copy
+import json
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from helpers.runs import CONFIG_DIR, default_dir_train_command
+from meshseg.train.rundir import RunDirCheck, claim_run_dir, new_run_dir
+
+# `python -c TOGETHER <barrier dir> <runs> train.py <overrides>`: train.py, whose run-directory
+# callback first waits until all <runs> processes have reached it; so runs launched together
+# read the clock (the default run dir's name) and claim their directory at the same moment.
+TOGETHER = """\
+import os, runpy, sys, time
+from meshseg.train.rundir import RunDirCheck
+barrier, runs = sys.argv.pop(1), int(sys.argv.pop(1))
+claim = RunDirCheck.on_run_start
+def on_run_start(self, config, **kwargs):
+    open(os.path.join(barrier, str(os.getpid())), "w").close()
+    while len(os.listdir(barrier)) < runs:
+        time.sleep(0.001)
+    claim(self, config, **kwargs)
+RunDirCheck.on_run_start = on_run_start
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def hydra_config(*overrides: str, with_hydra: bool = True):
+    """The `train` config with its `hydra` node, as the RunDirCheck callback receives it
+    (without it, as the run receives it, if not `with_hydra`)."""
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return compose(config_name="train", overrides=list(overrides),
+                       return_hydra_config=with_hydra)
+
+
+def launch(config) -> str:
+    """Runs the callback on `config` as Hydra does before the run; returns the run dir."""
+    RunDirCheck().on_run_start(config=config)
+    return config.hydra.run.dir
+
+
+def test_two_claims_of_the_same_name_get_two_new_directories(tmp_path):
+    name = str(tmp_path / "outputs" / "2024-05-01_12-00-00_gather_matmul_custom_jit-False")
+    assert new_run_dir(name) == name
+    assert new_run_dir(name) == f"{name}-1"
+    assert sorted(p.name for p in (tmp_path / "outputs").iterdir()) == [
+        "2024-05-01_12-00-00_gather_matmul_custom_jit-False",
+        "2024-05-01_12-00-00_gather_matmul_custom_jit-False-1"]
+
+
+def test_simultaneous_claims_of_one_name_each_get_their_own_directory(tmp_path):
+    name = str(tmp_path / "run")
+    with ThreadPoolExecutor(8) as pool:
+        claimed = list(pool.map(new_run_dir, [name] * 8))
+    assert sorted(claimed) == sorted([name] + [f"{name}-{n}" for n in range(1, 8)])
+
+
+def test_runs_started_in_the_same_second_get_the_default_name_and_a_numbered_one(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = hydra_config("seed=0")
+    config.hydra.run.dir = config.hydra.run.dir  # the timestamp both runs resolve
+    default = config.hydra.run.dir
+    assert default.startswith("outputs/") and default.endswith("_gather_matmul_custom_jit-False")
+    assert [launch(copy.deepcopy(config)) for _ in range(2)] == [default, f"{default}-1"]
+    assert not any((tmp_path / default).iterdir())  # claimed empty, for Hydra to fill
+
+
+def test_a_given_run_dir_is_never_renamed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = hydra_config("seed=0", f"hydra.run.dir={tmp_path / 'run'}")
+    assert launch(copy.deepcopy(config)) == str(tmp_path / "run")  # a new run
+    claim_run_dir(str(tmp_path / "run"), hydra_config("seed=0", with_hydra=False))
+    assert launch(copy.deepcopy(config)) == str(tmp_path / "run")  # resumes it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_a_given_run_dir_that_holds_another_run_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    claim_run_dir(str(tmp_path / "run"), hydra_config("seed=0", with_hydra=False))
+    with pytest.raises(SystemExit) as exit_info:
+        launch(hydra_config("seed=1", f"hydra.run.dir={tmp_path / 'run'}"))
+    assert exit_info.value.code == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+@pytest.mark.parametrize("slurm_job, job", [(None, "cluster-"), ("4242", "slurm-4242")])
+def test_the_workers_of_a_multi_worker_job_share_one_directory_named_after_the_job(
+        slurm_job, job, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    if slurm_job is None:
+        monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    else:
+        monkeypatch.setenv("SLURM_JOB_ID", slurm_job)
+    cluster = {"worker": ["hostA:12345", "hostB:12345"]}
+    run_dirs = []
+    for index in range(2):
+        monkeypatch.setenv("TF_CONFIG", json.dumps(
+            {"cluster": cluster, "task": {"type": "worker", "index": index}}))
+        run_dirs.append(launch(hydra_config("strategy=multi_worker")))
+    assert run_dirs[0] == run_dirs[1]
+    assert run_dirs[0].startswith(f"outputs/job-{job}")
+    assert run_dirs[0].endswith("_gather_matmul_custom_jit-False")
+
+
+@pytest.mark.slow
+def test_two_runs_started_together_each_train_in_their_own_directory(tiny_dataset, tmp_path):
+    (tmp_path / "barrier").mkdir()
+    commands = [default_dir_train_command(tiny_dataset, "steps=2", f"seed={seed}")
+                for seed in (0, 1)]
+    runs = [subprocess.Popen([python, "-c", TOGETHER, str(tmp_path / "barrier"), "2", *args],
+                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+            for python, *args in commands]
+    try:
+        outputs = [run.communicate(timeout=240)[0] for run in runs]
+    finally:
+        for run in runs:  # stop by process id, whatever happened
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+    assert [run.returncode for run in runs] == [0, 0], [output[-3000:] for output in outputs]
+
+    run_dirs = sorted((tmp_path / "outputs").iterdir())
+    assert len(run_dirs) == 2
+    seed_of = {}
+    for run_dir in run_dirs:
+        overrides = (run_dir / ".hydra" / "overrides.yaml").read_text()
+        log = (run_dir / "train.log").read_text()
+        seeds = [seed for seed in (0, 1) if f"seed={seed}" in overrides]
+        assert len(seeds) == 1, overrides
+        assert [seed for seed in (0, 1) if f"seed={seed}" in log] == seeds, log
+        assert f"run directory: {run_dir}\n" in log, log
+        seed_of[run_dir.name] = seeds[0]
+    assert sorted(seed_of.values()) == [0, 1]
