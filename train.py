@@ -23,9 +23,8 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from meshseg.config import check_overrides, checked_config  # noqa: E402  (registers the schema)
+import meshseg.config  # noqa: E402,F401  (registers the schema)
 from meshseg.errors import Interrupted, MeshsegError  # noqa: E402
-from meshseg.train.distribute import configure_runtime  # noqa: E402
 from meshseg.train.summary import RunSummary  # noqa: E402
 
 log = logging.getLogger("train")
@@ -55,10 +54,11 @@ def main(cfg: DictConfig) -> float:
     task_overrides = list(HydraConfig.get().overrides.task)
     log.info("python train.py %s", " ".join(task_overrides))  # which run this log belongs to
     try:
-        # The settings are checked before TensorFlow starts (threads=-1 would abort it), and
-        # threads and the distribution strategy are set before any TensorFlow op runs.
-        check_overrides(task_overrides)
-        checked_config(cfg)
+        # The settings were checked before Hydra wrote anything (`RunDirCheck`), before
+        # TensorFlow starts (threads=-1 would abort it). Threads and the distribution
+        # strategy are set before any TensorFlow op runs.
+        from meshseg.train.distribute import configure_runtime
+
         strategy = configure_runtime(cfg.threads, cfg.strategy.name)
         from meshseg.train.run import run
 
@@ -67,8 +67,8 @@ def main(cfg: DictConfig) -> float:
         log.error("%s", error)
         if isinstance(error, Interrupted):
             overrides = [arg for arg in sys.argv[1:] if not arg.startswith("resume=")]
-            log.error("resume with: python train.py %s resume=%s", " ".join(overrides),
-                      cfg.resume or run_dir)
+            log.error("resume with: %s train.py %s resume=%s",
+                      os.path.relpath(sys.executable), " ".join(overrides), cfg.resume or run_dir)
         sys.exit(error.exit_code)
     return summary.eval_accuracy
 

@@ -17,14 +17,13 @@ Every number comes from the event files: `train/` (step_time_ms, compile_time_s,
 
 import argparse
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional
 
 import numpy as np
-import tensorflow as tf
 from matplotlib.figure import Figure
-from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
 
 from meshseg.train.rundir import SUMMARY_FILE
+from meshseg.train.summaries import read_scalars
 from meshseg.train.summary import load_run
 
 PLOTS = ("step_time_vs_accuracy.png", "loss_curves.png", "step_time_box.png")
@@ -42,24 +41,6 @@ def find_runs(root: str) -> List[str]:
         if SUMMARY_FILE in files or has_events:
             runs.append(directory)
     return sorted(runs)
-
-
-def read_scalars(event_dir: str) -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
-    """{tag: (steps int64 [N], values float64 [N])} of the scalars in `event_dir`'s own
-    event files (not its subfolders); empty if it has none. Non-scalar summaries (e.g. the
-    HParams session) are skipped."""
-    if not os.path.isdir(event_dir):
-        return {}
-    events = EventAccumulator(event_dir, size_guidance={"tensors": 0})
-    events.Reload()
-    scalars = {}
-    for tag in events.Tags()["tensors"]:
-        if events.SummaryMetadata(tag).plugin_data.plugin_name != "scalars":
-            continue
-        points = events.Tensors(tag)
-        scalars[tag] = (np.array([p.step for p in points], np.int64),
-                        np.array([float(tf.make_ndarray(p.tensor_proto)) for p in points]))
-    return scalars
 
 
 def _last(scalars: Dict, tag: str) -> Optional[float]:

@@ -30,7 +30,7 @@ from meshseg.train.evaluate import evaluate, make_predict_step
 from meshseg.train.hparams import log_hparams
 from meshseg.train.keras_loop import KerasLoop
 from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG, claim_run_dir
-from meshseg.train.summaries import peak_rss_mib
+from meshseg.train.summaries import peak_rss_mib, step_times
 from meshseg.train.summary import RunSummary
 
 log = logging.getLogger(__name__)
@@ -211,7 +211,7 @@ def summarize(controller: Controller, impl: str, strategy: tf.distribute.Strateg
     return RunSummary(
         impl=impl, replicas=strategy.num_replicas_in_sync, test_files=data_info.files["test"],
         steps=controller.logger.steps_done, wall_time_s=round(wall_time_s, 2), pid=os.getpid(),
-        **controller.logger.step_times(), peak_rss_mib=peak_rss_mib(),
+        **step_times(controller.logger.run_dir), peak_rss_mib=peak_rss_mib(),
         test_train_overlap=data_info.test_train_overlap,
         **{f"eval_{name}": value for name, value in evaluation.items()})
 

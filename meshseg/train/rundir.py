@@ -13,6 +13,7 @@ from typing import List
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
+from meshseg.config import TrainConfig, check_overrides, checked_config
 from meshseg.errors import ConfigError, MeshsegError, RunDirError
 
 # What a run directory holds, besides Hydra's `.hydra/` and `train.log`.
@@ -144,16 +145,23 @@ def run_dir_given(config: DictConfig) -> bool:
 
 
 class RunDirCheck(Callback):
-    """Hydra callback: chooses and checks the run directory before Hydra writes `.hydra/`
-    and its log into it. The default name becomes `default_run_dir`; a given one is kept,
-    and refused if it holds another run, so that run's files stay exactly as they were."""
+    """Hydra callback: checks the settings (`meshseg.config`) and chooses and checks the run
+    directory before Hydra writes `.hydra/` and its log into it, so a mistake leaves no
+    directory behind. The default name becomes `default_run_dir`; a given one is kept, and
+    refused if it holds another run, so that run's files stay exactly as they were; with
+    `resume=<run dir>` the run directory is the resumed one (its log continues there)."""
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         task = OmegaConf.masked_copy(config, [key for key in config if key != "hydra"])
         try:
-            if not run_dir_given(config):
+            check_overrides(list(config.hydra.overrides.task))
+            checked_config(OmegaConf.merge(OmegaConf.structured(TrainConfig), task))
+            if task.get("resume") is not None:
+                config.hydra.run.dir = os.path.abspath(task.resume)
+            elif not run_dir_given(config):
                 config.hydra.run.dir = default_run_dir(config)
-            if task.get("resume") is None:  # a resumed run writes to `resume` instead
+                check_run_dir(config.hydra.run.dir, task)
+            else:
                 check_run_dir(config.hydra.run.dir, task)
         except MeshsegError as error:
             print(f"error: {error}", file=sys.stderr)

@@ -3,12 +3,13 @@
 import os
 import resource
 import socket
-import statistics
 import sys
 import time
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
+import numpy as np
 import tensorflow as tf
+from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
 from tensorboard.compat.proto import event_pb2
 from tensorboard.summary.writer.record_writer import RecordWriter
 from tqdm.auto import tqdm
@@ -46,6 +47,41 @@ def write_session_start(log_dir: str, step: int) -> str:
     return path
 
 
+def read_scalars(event_dir: str) -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
+    """{tag: (steps int64 [N], values float64 [N])} of the scalars in `event_dir`'s own
+    event files (not its subfolders); empty if it has none. Non-scalar summaries (e.g. the
+    HParams session) are skipped."""
+    if not os.path.isdir(event_dir):
+        return {}
+    events = EventAccumulator(event_dir, size_guidance={"tensors": 0})
+    events.Reload()
+    scalars = {}
+    for tag in events.Tags()["tensors"]:
+        if events.SummaryMetadata(tag).plugin_data.plugin_name != "scalars":
+            continue
+        points = events.Tensors(tag)
+        scalars[tag] = (np.array([p.step for p in points], np.int64),
+                        np.array([float(tf.make_ndarray(p.tensor_proto)) for p in points]))
+    return scalars
+
+
+
+def step_times(run_dir: str) -> Dict:
+    """Median/min/max step time (ms, None without timed steps), compile time (s) and the
+    number of compiling steps of the whole run, read from `<run_dir>/train`'s event files
+    (every process of a resumed run, each step once)."""
+    scalars = read_scalars(os.path.join(run_dir, "train"))
+    times = scalars.get("step_time_ms", (None, np.zeros(0)))[1]
+    compiles = scalars.get("compile_time_s", (None, np.zeros(0)))[1]
+    return {
+        "median_step_time_ms": float(np.median(times)) if times.size else None,
+        "min_step_time_ms": float(times.min()) if times.size else None,
+        "max_step_time_ms": float(times.max()) if times.size else None,
+        "compile_time_s": float(compiles.sum()),
+        "num_compilations": int(compiles.size),
+    }
+
+
 class RunLogger:
     """Writes `<run_dir>/train` and `<run_dir>/eval` event files and a progress bar with ETA.
 
@@ -64,6 +100,7 @@ class RunLogger:
     """
 
     def __init__(self, run_dir: str, total_steps: int, initial_step: int = 0):
+        self.run_dir = run_dir
         for split in ("train", "eval"):
             write_session_start(os.path.join(run_dir, split), initial_step + 1)
         self.train_writer = tf.summary.create_file_writer(os.path.join(run_dir, "train"))
@@ -114,18 +151,6 @@ class RunLogger:
     def steps_done(self) -> int:
         """The step the run has reached (including the steps before a resume)."""
         return self.progress.n
-
-    def step_times(self) -> Dict:
-        """Median/min/max step time (ms, None without timed steps), compile time (s) and
-        the number of compiling steps, over the steps this process ran."""
-        times = self.step_times_ms
-        return {
-            "median_step_time_ms": statistics.median(times) if times else None,
-            "min_step_time_ms": min(times) if times else None,
-            "max_step_time_ms": max(times) if times else None,
-            "compile_time_s": sum(self.compile_times_s),
-            "num_compilations": len(self.compile_times_s),
-        }
 
     def close(self) -> None:
         """Closes the progress bar and flushes the event files."""

@@ -31,7 +31,8 @@ class RunSummary:
       steps: the step the run reached.
       wall_time_s: wall time of the (last) process, s.
       pid: that process' id (each sweep job trains in its own process).
-      median_step_time_ms, min_step_time_ms, max_step_time_ms: over the steps that did not
+      median_step_time_ms, min_step_time_ms, max_step_time_ms: over the steps of the whole
+        run (every process of a resumed run, as its event files hold them) that did not
         compile, ms; None when every step compiled.
       compile_time_s: time of the compiling steps, s; num_compilations: their number.
       peak_rss_mib: the process' peak resident memory, MiB.

@@ -77,3 +77,7 @@ def test_a_resumed_run_sees_the_batches_of_an_uninterrupted_one(tiny_dataset, tm
     np.testing.assert_allclose([v for _, v in resumed], [v for _, v in whole], rtol=1e-6)
     for got, want in zip(final_weights(tmp_path / "resumed"), final_weights(tmp_path / "whole")):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    times = [value for _, value in scalars(tmp_path / "resumed", "train")["step_time_ms"]]
+    summary = RunSummary.load(tmp_path / "resumed")  # the whole run, both processes
+    assert len(times) + summary.num_compilations == 5  # each step timed or compiled, once
+    assert summary.median_step_time_ms == pytest.approx(np.median(times))
