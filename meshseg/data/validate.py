@@ -109,21 +109,6 @@ def validate_labels(labels: np.ndarray, num_vertices: int,
         raise InvalidMeshError(f"labels span [{labels.min()}, {labels.max()}], outside {bound}")
 
 
-def validate_mesh(vertices: np.ndarray, triangles: np.ndarray, labels: np.ndarray,
-                  num_classes: int | None = None) -> FaceCounts:
-    """Validates one labelled mesh: `validate_geometry`, then `validate_labels`.
-
-    Returns:
-      The mesh's `FaceCounts`.
-
-    Raises:
-      InvalidMeshError: for the first broken rule (see the module docstring).
-    """
-    counts = validate_geometry(vertices, triangles)
-    validate_labels(labels, len(vertices), num_classes)
-    return counts
-
-
 def _distinct(vertices: np.ndarray) -> int:
     return int(np.unique(vertices, axis=0).shape[0])
 

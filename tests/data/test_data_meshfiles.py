@@ -7,7 +7,8 @@ import trimesh
 from helpers.meshes import SEAM_OBJ, ascii_ply_text, off_text, write_cut_meshes
 from meshseg.data.meshfiles import (face_to_vertex_labels, load_label_file,
                                     load_labelled_mesh, load_mesh)
-from meshseg.data.validate import InvalidMeshError, count_suspicious_faces, validate_mesh
+from meshseg.data.validate import (InvalidMeshError, count_suspicious_faces, validate_geometry,
+                                   validate_labels)
 
 QUAD_OBJ = "v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nf 1 2 3 4\n"
 QUAD_OFF = "OFF\n4 1 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0\n4 0 1 2 3\n"
@@ -158,15 +159,17 @@ def _tetrahedron():
     (lambda v, t, l: (v, t, l - 1), r"labels span \[-1, 1\], outside \[0, inf\)"),
 ])
 def test_each_validation_rule_has_its_message(change, message):
+    vertices, triangles, labels = change(*_tetrahedron())
     with pytest.raises(InvalidMeshError, match=message):
-        validate_mesh(*change(*_tetrahedron()))
+        validate_geometry(vertices, triangles)
+        validate_labels(labels, len(vertices))
 
 
 def test_labels_at_num_classes_are_refused():
     vertices, triangles, labels = _tetrahedron()
-    validate_mesh(vertices, triangles, labels, num_classes=3)
+    validate_labels(labels, len(vertices), num_classes=3)
     with pytest.raises(InvalidMeshError, match=r"outside \[0, 2\) \(num_classes=2\)"):
-        validate_mesh(vertices, triangles, labels, num_classes=2)
+        validate_labels(labels, len(vertices), num_classes=2)
 
 
 def test_degenerate_and_duplicate_faces_are_counted():
