@@ -42,6 +42,17 @@ def ascii_ply_text(vertices, faces, declared: tuple[int, int] | None = None) -> 
             + "".join(f"3 {a} {b} {c}\n" for a, b, c in faces))
 
 
+# The reason each file of `write_cut_meshes` is refused with.
+CUT_MESH_REASONS = {
+    "faces_cut.off": "80 faces declared, 40 read",
+    "faces_cut.ply": "80 faces declared, 50 read",
+    "vertices_cut.off": "42 vertices declared, 30 read",
+    "triangles_cut.stl": "80 triangles declared, 77 read (a binary STL of 3934 bytes, "
+                         "4084 expected)",
+    "faces_cut_binary.ply": "80 faces declared, 50 read",
+}
+
+
 def write_cut_meshes(folder) -> list:
     """Writes an icosphere (42 vertices, 80 faces) into `folder` as five files whose data
     are cut short of what they declare: OFF with 40 of 80 face lines, ASCII PLY with 50,

@@ -68,6 +68,19 @@ def default_dir_train_command(dataset: dict, *overrides: str) -> list:
     return [command[0], str(PROJECT / "train.py"), *command[2:]]
 
 
+def communicate_all(processes: list, timeout: float) -> list:
+    """The combined output of each `subprocess.Popen` (stdout, with stderr merged), waiting
+    up to `timeout` s each; every process still running afterwards is killed, whatever
+    happened."""
+    try:
+        return [process.communicate(timeout=timeout)[0] for process in processes]
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
 def scalars(run_dir, split: str) -> dict:
     """{tag: [(step, value), ...]} from the event files in run_dir/split."""
     events = EventAccumulator(str(Path(run_dir) / split), size_guidance={"tensors": 0})

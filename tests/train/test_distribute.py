@@ -8,8 +8,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from helpers.runs import (PROJECT, final_weights, scalars, tiny_config, train_command,
-                          train_tiny)
+from helpers.runs import (PROJECT, communicate_all, final_weights, scalars, tiny_config,
+                          train_command, train_tiny)
 from meshseg.errors import ConfigError
 
 import meshseg.nn.model  # noqa: F401  (registers the model class for load_model)
@@ -52,13 +52,7 @@ def test_two_workers_end_with_identical_weights_matching_one_worker(tiny_dataset
         workers.append(subprocess.Popen(train_command(tiny_dataset, tmp_path / f"worker{index}", *common),
                                         cwd=PROJECT, env=env, stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True))
-    try:
-        outputs = [worker.communicate(timeout=240)[0] for worker in workers]
-    finally:
-        for worker in workers:  # stop by process id, whatever happened
-            if worker.poll() is None:
-                worker.kill()
-                worker.wait()
+    outputs = communicate_all(workers, timeout=240)
     for worker, output in zip(workers, outputs):
         assert worker.returncode == 0, output[-3000:]
     single = subprocess.run(train_command(tiny_dataset, tmp_path / "single", "steps=4", "eval_every=4",

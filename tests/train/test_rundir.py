@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from hydra import compose, initialize_config_dir
 
-from helpers.runs import CONFIG_DIR, default_dir_train_command
+from helpers.runs import CONFIG_DIR, communicate_all, default_dir_train_command
 from meshseg.train.rundir import RunDirCheck, claim_run_dir, new_run_dir
 
 # `python -c TOGETHER <barrier dir> <runs> train.py <overrides>`: train.py, whose run-directory
@@ -118,13 +118,7 @@ def test_two_runs_started_together_each_train_in_their_own_directory(tiny_datase
                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
             for python, *args in commands]
-    try:
-        outputs = [run.communicate(timeout=240)[0] for run in runs]
-    finally:
-        for run in runs:  # stop by process id, whatever happened
-            if run.poll() is None:
-                run.kill()
-                run.wait()
+    outputs = communicate_all(runs, timeout=240)
     assert [run.returncode for run in runs] == [0, 0], [output[-3000:] for output in outputs]
 
     run_dirs = sorted((tmp_path / "outputs").iterdir())
