@@ -1,7 +1,9 @@
 """Reliability: kill and resume, signals, NaN guard, determinism, run directories, config errors."""
 
+import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -61,7 +63,8 @@ def test_sigterm_saves_a_checkpoint_and_says_how_to_resume(tiny_dataset, tmp_pat
     process.send_signal(signal.SIGTERM)
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 128 + signal.SIGTERM
-    assert "resume with: python train.py" in output and f"resume={tmp_path}" in output
+    python = os.path.relpath(sys.executable, PROJECT)  # the interpreter that ran it
+    assert f"resume with: {python} train.py" in output and f"resume={tmp_path}" in output
     checkpoints = list((tmp_path / "checkpoints").glob("ckpt-*.index"))
     assert len(checkpoints) == 1 and checkpoints[0].name != "ckpt-1000.index"
 
