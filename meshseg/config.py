@@ -9,9 +9,10 @@ cannot check is checked before a run writes anything: the range of every number
 `check_overrides` that a boolean is set only to true or false (OmegaConf would also read
 "no", "off", "yes", "on", "0" and "1" as booleans).
 
-`train.py` and the run (`meshseg.train.run`) turn the composed DictConfig into these
-dataclasses with `checked_config`; below the run, code receives them or plain values,
-never a DictConfig.
+The Hydra callback that claims the run directory (`meshseg.train.rundir.RunDirCheck`)
+checks the settings before Hydra writes anything, and the run (`meshseg.train.run`) turns
+the composed DictConfig into these dataclasses with `checked_config`; below the run, code
+receives them or plain values, never a DictConfig.
 """
 
 import dataclasses
