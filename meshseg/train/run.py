@@ -29,13 +29,11 @@ from meshseg.train.distribute import barrier, is_chief, is_replicated, shard_by_
 from meshseg.train.evaluate import evaluate, make_predict_step
 from meshseg.train.hparams import log_hparams
 from meshseg.train.keras_loop import KerasLoop
-from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG, claim_run_dir
+from meshseg.train.rundir import MODEL_FILE, check_resume, claim_run_dir
 from meshseg.train.summaries import peak_rss_mib, step_times
 from meshseg.train.summary import RunSummary
 
 log = logging.getLogger(__name__)
-
-
 DATA_PATHS = ("root", "cache_dir", "train_files", "test_files")
 
 
@@ -49,21 +47,18 @@ def typed_config(cfg: DictConfig) -> TrainConfig:
         implementation, or a resume directory without a run.
     """
     config = checked_config(cfg)
-    for key, names in (("impl.name", [config.impl.name]), ("impl.candidates",
-                                                           config.impl.candidates)):
-        unknown = [name for name in names if name not in (*IMPLEMENTATIONS, "auto")]
-        if unknown or (key == "impl.candidates" and "auto" in names):
-            raise ConfigError(f"{key}: unknown implementation {', '.join(unknown or ['auto'])};"
-                              f" choose from {', '.join(IMPLEMENTATIONS)}")
+    allowed = {"impl.name": (*IMPLEMENTATIONS, "auto"), "impl.candidates": tuple(IMPLEMENTATIONS)}
+    for key, names in (("impl.name", [config.impl.name]),
+                       ("impl.candidates", config.impl.candidates)):
+        unknown = [name for name in names if name not in allowed[key]]
+        if unknown:
+            raise ConfigError(f"{key}: unknown implementation {', '.join(unknown)}; choose "
+                              f"from {', '.join(IMPLEMENTATIONS)}")
     for key in DATA_PATHS:
         if getattr(config.data, key) is not None:
             setattr(config.data, key, to_absolute_path(getattr(config.data, key)))
     if config.resume is not None:
-        if not os.path.isdir(to_absolute_path(config.resume)):
-            raise ConfigError(f"resume={config.resume}: no such run directory")
-        if not os.path.exists(os.path.join(to_absolute_path(config.resume), RUN_CONFIG)):
-            raise ConfigError(f"resume={config.resume}: there is no run to resume there "
-                              f"(no {RUN_CONFIG})")
+        check_resume(to_absolute_path(config.resume), config.resume)
     return config
 
 

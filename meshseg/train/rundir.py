@@ -66,6 +66,18 @@ def check_run_dir(run_dir: str, cfg: DictConfig) -> bool:
     return False
 
 
+def check_resume(run_dir: str, given: str) -> None:
+    """Checks that `run_dir` (given on the command line as `resume=<given>`) holds a run.
+
+    Raises:
+      ConfigError: if it is not a directory, or holds no `run_config.yaml`.
+    """
+    if not os.path.isdir(run_dir):
+        raise ConfigError(f"resume={given}: no such run directory")
+    if not os.path.exists(os.path.join(run_dir, RUN_CONFIG)):
+        raise ConfigError(f"resume={given}: there is no run to resume there (no {RUN_CONFIG})")
+
+
 def claim_run_dir(run_dir: str, cfg: DictConfig) -> bool:
     """Makes `run_dir` this run's directory; returns True if it continues an earlier run.
 
@@ -157,6 +169,7 @@ class RunDirCheck(Callback):
             check_overrides(list(config.hydra.overrides.task))
             checked_config(OmegaConf.merge(OmegaConf.structured(TrainConfig), task))
             if task.get("resume") is not None:
+                check_resume(os.path.abspath(task.resume), task.resume)
                 config.hydra.run.dir = os.path.abspath(task.resume)
             elif not run_dir_given(config):
                 config.hydra.run.dir = default_run_dir(config)
