@@ -5,7 +5,7 @@ import resource
 import socket
 import sys
 import time
-from typing import Dict, List, Tuple
+from typing import Dict, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -105,8 +105,7 @@ class RunLogger:
             write_session_start(os.path.join(run_dir, split), initial_step + 1)
         self.train_writer = tf.summary.create_file_writer(os.path.join(run_dir, "train"))
         self.eval_writer = tf.summary.create_file_writer(os.path.join(run_dir, "eval"))
-        self.step_times_ms: List[float] = []
-        self.compile_times_s: List[float] = []
+        self.initial_step = initial_step
         self.last_eval: Dict[str, float] = {}
         self.progress = tqdm(total=total_steps, initial=initial_step, desc="train", unit="step",
                              dynamic_ncols=True)
@@ -124,10 +123,8 @@ class RunLogger:
             tf.summary.scalar("loss", loss)
             tf.summary.scalar("accuracy", accuracy)
             if compiled:
-                self.compile_times_s.append(seconds)
                 tf.summary.scalar("compile_time_s", seconds)
             else:
-                self.step_times_ms.append(1e3 * seconds)
                 tf.summary.scalar("step_time_ms", 1e3 * seconds)
                 tf.summary.scalar("vertices_per_second", num_vertices / seconds)
         self.progress.update(1)
@@ -145,7 +142,7 @@ class RunLogger:
     @property
     def steps_logged(self) -> int:
         """The steps this process logged (0 when it stopped before its first step)."""
-        return len(self.step_times_ms) + len(self.compile_times_s)
+        return self.progress.n - self.initial_step
 
     @property
     def steps_done(self) -> int:
