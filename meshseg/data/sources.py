@@ -138,9 +138,11 @@ def split_overlap(files: dict[str, list[str]]) -> tuple[int, dict[str, int]]:
     Returns:
       (test meshes also in the training split, {split: repeated meshes}).
     """
-    digests = {split: [digest for path in paths
-                       for digest in geometry_digests(path, stored_adjacency(paths)).values()]
-               for split, paths in files.items()}
+    digests = {}
+    for split, paths in files.items():
+        adjacency = stored_adjacency(paths)  # the level the pipeline decodes (and caches) with
+        digests[split] = [digest for path in paths
+                          for digest in geometry_digests(path, adjacency).values()]
     train = set(digests["train"])
     overlap = sum(digest in train for digest in digests["test"])
     return overlap, {split: len(found) - len(set(found)) for split, found in digests.items()}
