@@ -64,16 +64,28 @@ class BadRecordLog:
 COMPRESSIONS = ("", "GZIP", "ZLIB")  # TFRecordDataset's compression types, uncompressed first
 
 
+def per_file_version(function):
+    """Caches `function(path, *args)` once per process and file version (the file's size
+    and modification time), so start-up scans and every `make_dataset` call share one read
+    of a shard until it changes. The cache is the wrapper's `cache`."""
+    @functools.lru_cache(maxsize=1024)
+    def cache(path: str, size: int, mtime_ns: int, *args):
+        return function(path, *args)
+
+    @functools.wraps(function)
+    def cached(path, *args):
+        stat = os.stat(path)
+        return cache(str(path), stat.st_size, stat.st_mtime_ns, *args)
+
+    cached.cache = cache
+    return cached
+
+
+@per_file_version
 def shard_compression(path: str) -> str:
     """The compression of a TFRecord shard: "" (none), "GZIP" or "ZLIB", the first with
     which its first record reads ("" for an empty or unreadable shard, which the reader
-    then reports). Cached per file version."""
-    stat = os.stat(path)
-    return _compression(str(path), stat.st_size, stat.st_mtime_ns)
-
-
-@functools.lru_cache(maxsize=1024)
-def _compression(path: str, size: int, mtime_ns: int) -> str:
+    then reports)."""
     for compression in COMPRESSIONS:
         try:
             next(iter(tf.data.TFRecordDataset(path, compression_type=compression).take(1)))
@@ -216,7 +228,7 @@ def check_shard(path: str, adjacency: str = "none", skip_bad_records: bool = Fal
       FileNotFoundError: if the shard does not exist.
     """
     bad_records = bad_records if bad_records is not None else BadRecordLog()
-    readable, problems, _ = _decoded(path, adjacency)
+    readable, problems, _ = _decode_shard(path, adjacency)
     for index, message in problems:
         if not skip_bad_records:
             raise BadRecordError(message)
@@ -227,18 +239,12 @@ def check_shard(path: str, adjacency: str = "none", skip_bad_records: bool = Fal
 def geometry_digests(path: str, adjacency: str = "none") -> dict[int, str]:
     """{record index: SHA-256 of its vertices and triangles} of the records of one shard
     that decode: equal for two records of the same mesh, whichever file holds them."""
-    return dict(_decoded(path, adjacency)[2])
+    return dict(_decode_shard(path, adjacency)[2])
 
 
-def _decoded(path: str, adjacency: str):
-    stat = os.stat(path)
-    return _decode_shard(str(path), stat.st_size, stat.st_mtime_ns, adjacency)
-
-
-@functools.lru_cache(maxsize=1024)
-def _decode_shard(path: str, size: int, mtime_ns: int, adjacency: str):
-    """Decodes every record of a shard once per process and file version (`size`,
-    `mtime_ns`): start-up scans and every `make_dataset` call share the result.
+@per_file_version
+def _decode_shard(path: str, adjacency: str):
+    """Decodes every record of a shard (once per file version, `per_file_version`).
 
     Returns:
       (readable, problems, digests): the number of readable records; (record index,

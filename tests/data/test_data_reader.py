@@ -155,9 +155,9 @@ def test_a_shard_is_decoded_once_until_it_changes(tmp_path, tetrahedron):
     path = _write(tmp_path / "once.tfrecords",
                   [mesh_to_example(**_relabelled(tetrahedron, i)) for i in range(3)])
     make_dataset([path], batch_size=1, training=False)
-    misses = _decode_shard.cache_info().misses
+    misses = _decode_shard.cache.cache_info().misses
     make_dataset([path], batch_size=1, training=False)
-    assert _decode_shard.cache_info().misses == misses  # the second check is a cache hit
+    assert _decode_shard.cache.cache_info().misses == misses  # the second check is a cache hit
     data = open(path, "rb").read()
     open(path, "wb").write(data[:-20])  # a changed file is checked again
     with pytest.raises(BadRecordError, match=r"once\.tfrecords, record 2: truncated"):
