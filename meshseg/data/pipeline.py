@@ -20,7 +20,8 @@ from meshseg.config import AugmentConfig
 from meshseg.data.adjacency import mesh_edges
 from meshseg.data.augment import augment_vertices
 from meshseg.data.buckets import bucket_batch
-from meshseg.data.reader import BadRecordLog, check_shard, shard_compression, stored_adjacency
+from meshseg.data.reader import (BadRecordLog, check_shard, open_shard, shard_compression,
+                                 stored_adjacency)
 from meshseg.data.records import parse_adjacency, parse_mesh_record
 
 # Shards read at once; records are taken round-robin, one from each in turn.
@@ -136,6 +137,38 @@ def _parse(serialized: tf.Tensor, source: tf.Tensor, adjacency: str) -> dict[str
     if adjacency != "none":
         mesh |= parse_adjacency(serialized, adjacency)
     return mesh
+
+
+def sample_meshes(files: list[str], count: int, mean_center: bool = True,
+                  unit_scale: bool = True) -> list[tuple[dict, tf.Tensor, tf.Tensor]]:
+    """The first `count` meshes of `files` (file order, then record order) as the model
+    sees them on the test split, with their triangles, for display (`summaries.meshes`).
+
+    Records that do not parse are passed over (the split's scan has already failed or
+    counted them, see `build_datasets`).
+
+    Returns:
+      up to `count` tuples (features, labels, triangles): `meshseg.batch.mesh_features`
+      of one mesh with normalised vertices (no batch axis), int32 [V] labels, int32 [T, 3]
+      triangles.
+    """
+    samples = []
+    if count == 0:
+        return samples
+    adjacency = stored_adjacency(files)
+    for path in files:
+        for index, serialized in enumerate(open_shard(path)):
+            try:
+                mesh = _parse(serialized, tf.constant(f"{path}, record {index}"), adjacency)
+                features, labels = _with_adjacency(mesh)
+            except tf.errors.InvalidArgumentError:
+                continue
+            features["vertices"] = normalize_vertices(features["vertices"], mean_center,
+                                                      unit_scale)
+            samples.append((features, labels, mesh["triangles"]))
+            if len(samples) == count:
+                return samples
+    return samples
 
 
 def make_dataset(

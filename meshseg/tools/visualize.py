@@ -1,7 +1,7 @@
-"""Figures and tables of one run's predictions: label colours, per-class IoU, the confusion
-matrix and meshes coloured by label (used by `meshseg.tools.predict` and
-`notebooks/evaluate.ipynb`). Figures are drawn on `matplotlib.figure.Figure` (the Agg
-canvas), never through pyplot's global state."""
+"""Figures and tables of one run's predictions: per-class IoU, the confusion matrix and
+meshes coloured by label (`label_colors`, the colours of the run's mesh summaries; used by
+`meshseg.tools.predict` and `notebooks/evaluate.ipynb`). Figures are drawn on
+`matplotlib.figure.Figure` (the Agg canvas), never through pyplot's global state."""
 
 import io
 from typing import Dict
@@ -10,16 +10,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from mpl_toolkits.mplot3d.art3d import Poly3DCollection
 
+from meshseg.train.mesh_summaries import label_colors
 from meshseg.train.metrics import per_class_iou
-
-
-def label_colors(labels: np.ndarray) -> np.ndarray:
-    """uint8 [V, 4] RGBA colour of each label: matplotlib's tab20 palette, cycled."""
-    from matplotlib import colormaps
-
-    palette = (np.asarray(colormaps["tab20"].colors) * 255).round().astype(np.uint8)
-    rgb = palette[np.asarray(labels) % len(palette)]
-    return np.concatenate([rgb, np.full((len(rgb), 1), 255, np.uint8)], axis=1)
 
 
 def iou_table(confusion: np.ndarray) -> str:
