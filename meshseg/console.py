@@ -1,0 +1,62 @@
+"""A quiet console: TensorFlow started without its C++ start-up lines.
+
+TensorFlow's native code logs through absl before absl's logging is initialised, and such
+lines go straight to file descriptor 2 whatever `TF_CPP_MIN_LOG_LEVEL` says: on a host
+without CUDA, `cudart_stub.cc` ("Could not find cuda drivers") at import and
+`cuda_platform.cc` ("failed call to cuInit") when the devices are first listed, each after
+a "WARNING: All log messages before absl::InitializeLog() ..." line. Python cannot
+filter them through `sys.stderr`, so `start_tensorflow_quietly` captures descriptor 2
+while TensorFlow is imported and its devices listed, and writes back every line that is
+not a native log line.
+"""
+
+import os
+import re
+import sys
+import tempfile
+
+# A line absl's C++ logging writes: its pre-initialisation notice, or a log line
+# "<severity I|W|E|F><MMDD> <hh:mm:ss.us> <thread id> <file>:<line>] <message>" (before
+# absl is initialised the date is 0000 and the seconds count from the epoch).
+NATIVE_LOG_LINE = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called"
+    r"|[IWEF]\d{4} \d\d:\d\d:\d+\.\d+ +\d+ [\w./-]+:\d+\] )")
+
+
+def is_native_log_line(line: str) -> bool:
+    """Whether `line` is one of absl's C++ log lines (see `NATIVE_LOG_LINE`)."""
+    return NATIVE_LOG_LINE.match(line) is not None
+
+
+def start_tensorflow_quietly() -> None:
+    """Imports TensorFlow and lists its physical devices (which initialises CUDA, or fails
+    to) with its native start-up log lines left out of stderr.
+
+    Everything else written to descriptor 2 meanwhile (Python warnings, errors) is written
+    back to stderr afterwards, also when the import fails. With `TF_CPP_MIN_LOG_LEVEL=0`
+    in the environment nothing is filtered. Does nothing if TensorFlow is already imported.
+    The runtime itself is not started, so intra-op threads and logical devices can still
+    be configured afterwards.
+    """
+    if "tensorflow" in sys.modules:
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    keep_native = os.environ["TF_CPP_MIN_LOG_LEVEL"] == "0"
+    sys.stderr.flush()
+    saved_stderr = os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            import tensorflow as tf
+
+            tf.config.list_physical_devices()
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved_stderr, 2)
+            os.close(saved_stderr)
+            capture.seek(0)
+            captured = capture.read().decode("utf-8", errors="replace")
+            sys.stderr.write("".join(
+                line for line in captured.splitlines(keepends=True)
+                if keep_native or not is_native_log_line(line)))
+            sys.stderr.flush()
