@@ -28,11 +28,12 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+from meshseg.cli import at_least, command, existing_dir, existing_file, output_dir
 from meshseg.config import ADJACENCY_LEVELS
 from meshseg.data import meshfiles
 from meshseg.data.adjacency import ADJACENCY_FIELDS
 from meshseg.data.manifest import listed_shards, manifest_path, summarize, write_manifest
-from meshseg.errors import DataError
+from meshseg.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 LABEL_SUFFIXES = (".txt", ".npy")
@@ -230,42 +231,59 @@ def split_file_pairs(
     return mesh_paths, label_paths
 
 
-def main(argv: list[str] | None = None) -> list[str]:
-    """Command-line entry point; returns the written shard paths."""
+@command
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point: converts one split and prints the shard and manifest paths.
+
+    The paths and counts given are checked before any mesh is read: a missing `--meshes` or
+    `--labels` folder or `--split-file`, a split file that lists no mesh (matching
+    `--mesh-glob`), or more `--num-shards` than meshes ends the process with one line and
+    exit status 2 (`ConfigError`); a count below 1 is argparse's usage error (status 2). A
+    mesh the split file lists that does not exist, or has no label file, or no valid mesh
+    at all ends it with status 4 (`DataError`). Nothing is written then.
+    """
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--meshes", required=True, help="folder the split entries are relative to")
     parser.add_argument("--labels", required=True,
                         help="folder searched for <stem>.txt / <stem>.npy labels")
     parser.add_argument("--split-file", required=True, help="text file, one mesh path per line")
     parser.add_argument("--out", required=True, help="shard path prefix")
-    parser.add_argument("--num-shards", type=int, required=True)
+    parser.add_argument("--num-shards", type=at_least(1), required=True)
     parser.add_argument("--label-offset", type=int, default=0,
                         help="added to every label (1 for the RNA data)")
-    parser.add_argument("--num-classes", type=int, default=None,
+    parser.add_argument("--num-classes", type=at_least(1), default=None,
                         help="labels must lie in [0, num-classes)")
     parser.add_argument("--face-labels", action="store_true",
                         help="labels are per face; majority vote per vertex, ties to lowest")
     parser.add_argument("--adjacency", choices=ADJACENCY_LEVELS, default="none",
                         help="store the 1-ring edges (and the neighbour table) in the records")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--workers", type=at_least(1), default=os.cpu_count() or 1)
     parser.add_argument("--strict", action="store_true", help="stop at the first bad mesh")
     parser.add_argument("--mesh-glob", default="*",
                         help="keep only split entries matching this fnmatch pattern")
     args = parser.parse_args(argv)
+    existing_dir("--meshes", args.meshes)
+    existing_dir("--labels", args.labels)
+    existing_file("--split-file", args.split_file)
+    output_dir("--out", args.out, folder=os.path.dirname(args.out) or ".")
+    mesh_paths, label_paths = split_file_pairs(args.meshes, args.labels, args.split_file,
+                                               args.mesh_glob)
+    if not mesh_paths:
+        matching = f" matching --mesh-glob {args.mesh_glob!r}" if args.mesh_glob != "*" else ""
+        raise ConfigError(f"--split-file {args.split_file} lists no mesh{matching}; list one "
+                          "mesh path per line, relative to --meshes")
+    if args.num_shards > len(mesh_paths):
+        raise ConfigError(f"--num-shards {args.num_shards}: more shards than meshes in "
+                          f"--split-file {args.split_file} ({len(mesh_paths)}); use at most "
+                          f"{len(mesh_paths)}")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s")
-    try:
-        mesh_paths, label_paths = split_file_pairs(args.meshes, args.labels, args.split_file,
-                                                   args.mesh_glob)
-        shards = convert_split(
-            mesh_paths, label_paths, args.out, args.num_shards, args.label_offset,
-            num_classes=args.num_classes, label_kind="face" if args.face_labels else "vertex",
-            adjacency=args.adjacency, workers=args.workers, strict=args.strict)
-    except DataError as error:
-        parser.exit(error.exit_code, f"error: {error}\n")
+    shards = convert_split(
+        mesh_paths, label_paths, args.out, args.num_shards, args.label_offset,
+        num_classes=args.num_classes, label_kind="face" if args.face_labels else "vertex",
+        adjacency=args.adjacency, workers=args.workers, strict=args.strict)
     for shard in shards:
         print(shard)
     print(manifest_path(args.out))
-    return shards
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import tempfile
 import time
 from typing import Dict, List, Optional, Sequence
 
+from meshseg.cli import at_least, command, output_dir
 from meshseg.nn.ops import IMPLEMENTATIONS
 
 MODES = ("forward", "backward", "train")
@@ -266,31 +267,35 @@ def build_parser() -> argparse.ArgumentParser:
                         default=["false", "true"], help="XLA compilation of the step: false,true")
     parser.add_argument("--num_vertices", type=_comma_list("num_vertices", int, list(ICOSPHERE_SIZES)),
                         default=[10242], help="icosphere sizes (642, 2562, 10242, 40962 = s 3..6)")
-    parser.add_argument("--batch_size", type=int, default=8, help="meshes per step")
-    parser.add_argument("--num_layers", type=int, default=3,
+    parser.add_argument("--batch_size", type=at_least(1), default=8, help="meshes per step")
+    parser.add_argument("--num_layers", type=at_least(1), default=3,
                         help="graph convolutions, with 32 * 2**k output channels")
     parser.add_argument("--mode", type=_comma_list("mode", str, MODES), default=["forward"],
                         help="forward, backward (forward+backward), train (backward+Adam)")
     parser.add_argument("--backward", action="store_true",
                         help="also run the backward and train modes")
-    parser.add_argument("--num_classes", type=int, default=16)
-    parser.add_argument("--warmup", type=int, default=2, help="untimed calls after the first")
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls")
+    parser.add_argument("--num_classes", type=at_least(1), default=16)
+    parser.add_argument("--warmup", type=at_least(0), default=2,
+                        help="untimed calls after the first")
+    parser.add_argument("--repeats", type=at_least(1), default=5, help="timed calls")
     parser.add_argument("--sort", default=None, help="sort the table by this column, e.g. step_ms")
     parser.add_argument("--out", default="bench_results", help="directory for CSV, JSON and PNG")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per configuration")
-    parser.add_argument("--peak_size", type=int, default=4096,
+    parser.add_argument("--peak_size", type=at_least(0), default=4096,
                         help="matrix size of the float32 matmul peak; 0 skips it")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker_result", help=argparse.SUPPRESS)
     return parser
 
 
+@command
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the benchmark (or, with the hidden --worker, one configuration); returns 0.
 
-    Raises:
-      SystemExit: for invalid options (argparse names the valid choices).
+    Every option is checked before the first configuration runs: an unknown choice, a
+    count out of range or a `--timeout` <= 0 is argparse's usage error naming the option
+    and the valid values (exit status 2); an `--out` that is a file ends the process with
+    one line and exit status 2 (`ConfigError`).
     """
     from meshseg.tools import bench_report
 
@@ -299,14 +304,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.worker:
         _worker_main(json.loads(args.worker), args.worker_result)
         return 0
-    for name in ("batch_size", "num_layers", "num_classes", "repeats"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    if not args.timeout > 0:
+        parser.error(f"argument --timeout: must be a number of seconds > 0, "
+                     f"got {args.timeout:g}")
     sortable = [key for key, header, _ in bench_report.COLUMNS] + [
         header for _, header, _ in bench_report.COLUMNS]
     if args.sort and args.sort not in sortable:
         parser.error(f"--sort: unknown column {args.sort!r}; choose from "
                      f"{', '.join(dict.fromkeys(sortable))}")
+    output_dir("--out", args.out)
     jits = [jit == "true" for jit in args.jit]
     modes = list(dict.fromkeys(args.mode + (["backward", "train"] if args.backward else [])))
 

@@ -6,6 +6,11 @@ steps fed from batches held in memory.
 
 Prints the median step time (ms) of both and their ratio; the pipeline keeps up when
 the ratio is within 5% of 1.
+
+The overrides are composed and checked (`meshseg.config`) before TensorFlow is imported: an
+unknown key or option, a value of the wrong type or out of range ends the command with one
+line naming the setting and exit status 2, as a missing data path does once the data are
+opened; a bad mesh or record ends it with status 4.
 """
 
 import argparse
@@ -13,11 +18,39 @@ from pathlib import Path
 from typing import Dict, List
 
 from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from omegaconf import DictConfig
 
-import meshseg.config  # noqa: F401  (registers the config schema)
+from meshseg.cli import at_least, command
+from meshseg.config import check_overrides, checked_config
+from meshseg.errors import ConfigError
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 INPUT_BOUND_RATIO = 1.05
+
+
+def composed_config(overrides: List[str]) -> DictConfig:
+    """The `train` config with `overrides`, composed by Hydra and checked
+    (`meshseg.config.check_overrides`, `checked_config`) without importing TensorFlow.
+
+    Raises:
+      ConfigError: naming the setting, for an override Hydra cannot parse or apply (an
+        unknown key or option, a wrong type; with the options of a config group) or a value
+        the checks refuse.
+    """
+    try:
+        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+            cfg = compose(config_name="train", overrides=overrides)
+    except HydraException as error:
+        lines = [str(error).splitlines()[0].rstrip(".")]
+        if error.__cause__ is not None:
+            lines.append(str(error.__cause__).splitlines()[0])
+        if getattr(error, "options", None):
+            lines.append(f"choose one of {', '.join(error.options)}")
+        raise ConfigError("; ".join(lines)) from None
+    check_overrides(overrides)
+    checked_config(cfg)
+    return cfg
 
 
 def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, float]:
@@ -29,14 +62,19 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, floa
 
     Returns:
       dict with `pipeline_ms`, `memory_ms` and `ratio` (pipeline / memory).
+
+    Raises:
+      ConfigError: from `composed_config` (before TensorFlow is imported), for an unknown
+        implementation name, or a missing data path.
+      DataError: for a mesh that does not convert or a bad record.
     """
+    cfg = composed_config(overrides)
     import tensorflow as tf
 
     from meshseg.train.run import build_model, build_optimizer, load_data, typed_config
     from meshseg.train.step import TrainStep, median_step_ms
 
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        config = typed_config(compose(config_name="train", overrides=overrides))
+    config = typed_config(cfg)
     train_data, _, _ = load_data(config)
     model = build_model(config.data.num_classes, config.impl.name, config.model,
                         config.precision, config.jit)
@@ -51,17 +89,19 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, floa
     return {"pipeline_ms": pipeline_ms, "memory_ms": memory_ms, "ratio": pipeline_ms / memory_ms}
 
 
-def main(argv=None) -> Dict[str, float]:
+@command
+def main(argv=None) -> None:
+    """Command-line entry point: prints both step times, their ratio and the verdict (exit
+    statuses: see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("overrides", nargs="*", help="config overrides, as for train.py")
-    parser.add_argument("--steps", type=int, default=20, help="steps timed each way")
+    parser.add_argument("--steps", type=at_least(1), default=20, help="steps timed each way")
     args = parser.parse_args(argv)
     result = compare(args.overrides, args.steps)
     verdict = ("not input-bound" if result["ratio"] <= INPUT_BOUND_RATIO
                else "INPUT-BOUND: the pipeline slows training")
     print(f"pipeline-fed step {result['pipeline_ms']:.1f} ms, in-memory step "
           f"{result['memory_ms']:.1f} ms, ratio {result['ratio']:.3f}: {verdict}")
-    return result
 
 
 if __name__ == "__main__":

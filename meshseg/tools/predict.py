@@ -16,33 +16,35 @@ writes `<out>/<stem>.ply` (the mesh, vertices coloured by predicted class) and
 each mesh's per-vertex accuracy against `<labels-dir>/<stem>.txt`. Outputs never replace
 one another: meshes with the same stem (`a/part.off`, `b/part.off`) are refused before
 anything is written, and so are outputs already in `--out` unless `--overwrite` is given.
+
+The command line checks its arguments (the run, the mesh files, the folders) before it
+imports TensorFlow, which the functions that need it import themselves: a mistake ends
+in about a second with one line naming it (`main`).
 """
+
+from __future__ import annotations
 
 import argparse
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 
-import keras
 import numpy as np
-import tensorflow as tf
 import trimesh
 
-from meshseg.batch import as_batch, mesh_features
+from meshseg.cli import command, existing_dir, existing_file, output_dir
 from meshseg.data.adjacency import mesh_edges
 from meshseg.data.meshfiles import load_geometry, load_label_file
-from meshseg.data.pipeline import make_dataset, normalize_vertices
-from meshseg.data.reader import open_shard
-from meshseg.data.records import parse_mesh_record
 from meshseg.data.validate import InvalidMeshError, validate_labels
-from meshseg.errors import ConfigError, DataError, MeshsegError
-from meshseg.nn import model as _registers_keras_classes  # noqa: F401  (for load_model)
-from meshseg.tools.visualize import label_colors
-from meshseg.train.evaluate import confusion_matrix, make_predict_step
+from meshseg.errors import ConfigError, DataError
 from meshseg.train.rundir import MODEL_FILE
 from meshseg.train.summary import load_run
+
+if TYPE_CHECKING:
+    import keras
+    import tensorflow as tf
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ def input_settings(run_dir: str) -> InputSettings:
     run = load_run(run_dir)
     if run.config is None or run.summary is None:
         raise ConfigError(f"{run_dir} holds no finished meshseg run (run_config.yaml and "
-                          "summary.json are needed)")
+                          "summary.json are needed); give a run directory train.py wrote")
     data = run.config.data
     return InputSettings(data.num_classes, data.mean_center, data.unit_scale,
                          run.summary.test_files)
@@ -73,6 +75,10 @@ def input_settings(run_dir: str) -> InputSettings:
 
 def load_model(run_dir: str) -> keras.Model:
     """The trained `MeshSegmentationNet` of `<run_dir>/model.keras`."""
+    import keras
+
+    from meshseg.nn import model as _registers_keras_classes  # noqa: F401  (for load_model)
+
     return keras.models.load_model(os.path.join(run_dir, MODEL_FILE), compile=False)
 
 
@@ -91,6 +97,11 @@ def mesh_inputs(vertices: np.ndarray, triangles: np.ndarray,
     Raises:
       ValueError: from `mesh_edges`, if a triangle references a vertex outside [0, V).
     """
+    import tensorflow as tf
+
+    from meshseg.batch import as_batch, mesh_features
+    from meshseg.data.pipeline import normalize_vertices
+
     vertices = tf.constant(np.asarray(vertices, np.float32))
     edges, edge_weights = mesh_edges(np.asarray(triangles), int(vertices.shape[0]))
     normalized = normalize_vertices(vertices, settings.mean_center, settings.unit_scale)
@@ -107,6 +118,9 @@ def predict_labels(model: keras.Model, vertices: np.ndarray, triangles: np.ndarr
 def read_meshes(files: List[str]) -> Iterator[Dict[str, np.ndarray]]:
     """Yields the meshes of TFRecord shards in file order: vertices float32 [V, 3],
     triangles int32 [T, 3], labels int32 [V]."""
+    from meshseg.data.reader import open_shard
+    from meshseg.data.records import parse_mesh_record
+
     for path in files:
         for serialized in open_shard(path):
             mesh = parse_mesh_record(serialized, source=path)
@@ -122,6 +136,10 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3) -> Dict:
       num_meshes, and meshes: the first `keep_meshes` meshes as dicts of vertices
       float32 [V, 3], triangles int32 [T, 3], labels and predictions int32 [V].
     """
+    from meshseg.data.pipeline import make_dataset
+    from meshseg.data.reader import open_shard
+    from meshseg.train.evaluate import confusion_matrix, make_predict_step
+
     settings = input_settings(run_dir)
     model = load_model(run_dir)
     test_data = make_dataset(settings.test_files, batch_size=1, training=False,
@@ -144,6 +162,8 @@ def write_prediction(out_dir: str, stem: str, vertices: np.ndarray, triangles: n
                      labels: np.ndarray) -> Tuple[str, str]:
     """Writes `<stem>.ply` (vertices coloured by `label_colors`) and `<stem>.txt` (one
     label per line) into `out_dir` (created if missing); returns both paths."""
+    from meshseg.tools.visualize import label_colors
+
     os.makedirs(out_dir, exist_ok=True)
     ply_path, txt_path = (os.path.join(out_dir, stem + ext) for ext in (".ply", ".txt"))
     mesh = trimesh.Trimesh(vertices, triangles, vertex_colors=label_colors(labels),
@@ -229,8 +249,37 @@ def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
     return result
 
 
+def check_arguments(run_dir: str, mesh_paths: List[str], out_dir: str,
+                    labels_dir: Optional[str], overwrite: bool) -> None:
+    """The command line's checks, made before TensorFlow is imported.
+
+    Raises:
+      ConfigError: naming the argument: a run directory that does not exist, holds no
+        finished run or no model.keras; a mesh file that does not exist; a `--labels-dir`
+        that is not a folder; an `--out` that is a file; or a `check_outputs` refusal.
+    """
+    existing_dir("run_dir", run_dir)
+    input_settings(run_dir)
+    if not os.path.isfile(os.path.join(run_dir, MODEL_FILE)):
+        raise ConfigError(f"{run_dir} holds no {MODEL_FILE}; give the directory of a run "
+                          "that finished")
+    for path in mesh_paths:
+        existing_file("mesh", path)
+    if labels_dir:
+        existing_dir("--labels-dir", labels_dir)
+    output_dir("--out", out_dir)
+    check_outputs(mesh_paths, out_dir, overwrite)
+
+
+@command
 def main(argv: Optional[List[str]] = None) -> None:
-    """Command-line entry point; exits with `DataError`'s status if a mesh failed."""
+    """Command-line entry point.
+
+    A mistake in the arguments (`check_arguments`) ends the process with one line and exit
+    status 2 before TensorFlow is imported; a mesh the converter's checks refuse is named
+    on stderr with its reason, the others are predicted, and the process then ends with
+    one line naming the failed meshes and exit status 4 (`DataError`).
+    """
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", help="a run directory with model.keras")
     parser.add_argument("meshes", nargs="+", help="mesh files trimesh reads (OFF, PLY, OBJ, ...)")
@@ -241,19 +290,18 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace outputs of an earlier call in --out")
     args = parser.parse_args(argv)
-    try:
-        result = predict_files(args.run_dir, args.meshes, args.out, args.labels_dir,
-                               args.label_offset, args.overwrite)
-    except MeshsegError as error:
-        parser.exit(error.exit_code, f"error: {error}\n")
+    check_arguments(args.run_dir, args.meshes, args.out, args.labels_dir, args.overwrite)
+    result = predict_files(args.run_dir, args.meshes, args.out, args.labels_dir,
+                           args.label_offset, args.overwrite)
     print(f"wrote {len(result.written)} predictions to {args.out}")
     for path, accuracy in result.accuracies.items():
         print(f"{path}: accuracy {accuracy:.4f}")
     for path, reason in result.failures.items():
         print(f"error: {path}: {reason}", file=sys.stderr)
     if result.failures:
-        parser.exit(DataError.exit_code, f"error: {len(result.failures)} of {len(args.meshes)} "
-                                         "meshes failed\n")
+        raise DataError(f"{len(result.failures)} of {len(args.meshes)} meshes failed: "
+                        f"{', '.join(result.failures)} (reasons above); the others were "
+                        f"written to {args.out}")
 
 
 if __name__ == "__main__":

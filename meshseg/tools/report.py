@@ -13,6 +13,10 @@ Every number comes from the event files: `train/` (step_time_ms, compile_time_s,
 `eval/` (accuracy, mean_iou) and the run directory's own file (peak_rss_mib, written by
 `meshseg.train.hparams`); they agree with `summary.json`. Figures are drawn on
 `matplotlib.figure.Figure` (the Agg canvas), never through pyplot's global state.
+
+A directory that does not exist or holds no run, and an `--out` that is a file, end the
+command with one line and exit status 2 (`meshseg.errors.ConfigError`), before TensorFlow
+(which reads the event files) is imported and before anything is written.
 """
 
 import argparse
@@ -22,8 +26,9 @@ from typing import Dict, List, Optional
 import numpy as np
 from matplotlib.figure import Figure
 
+from meshseg.cli import command, existing_dir, output_dir
+from meshseg.errors import ConfigError
 from meshseg.train.rundir import SUMMARY_FILE
-from meshseg.train.summaries import read_scalars
 from meshseg.train.summary import load_run
 
 PLOTS = ("step_time_vs_accuracy.png", "loss_curves.png", "step_time_box.png")
@@ -59,6 +64,8 @@ def run_record(run_dir: str) -> Dict:
       [N], values [N]); accuracy, mean_iou, baseline (last eval values or None).
     """
     run = load_run(run_dir)
+    from meshseg.train.summaries import read_scalars  # TensorFlow: see the module docstring
+
     train, evaluation = (read_scalars(os.path.join(run_dir, split)) for split in ("train", "eval"))
     own = read_scalars(run_dir)
     times = train.get("step_time_ms", (None, np.zeros(0)))[1]
@@ -84,11 +91,13 @@ def load_records(root: str) -> List[Dict]:
     directory's name appended.
 
     Raises:
-      FileNotFoundError: if `root` holds no run.
+      ConfigError: if `root` holds no run.
     """
-    records = [run_record(run_dir) for run_dir in find_runs(root)]
-    if not records:
-        raise FileNotFoundError(f"no run (summary.json or train/ events) under {root}")
+    run_dirs = find_runs(root)
+    if not run_dirs:
+        raise ConfigError(f"{root} holds no run (summary.json or train/ events); give a run "
+                          "directory or a sweep directory of runs")
+    records = [run_record(run_dir) for run_dir in run_dirs]
     labels = [r["label"] for r in records]
     for record in records:
         if labels.count(record["label"]) > 1:
@@ -160,10 +169,13 @@ def write_report(root: str, out_dir: Optional[str] = None) -> Dict[str, str]:
 
     Returns:
       {"table": the Markdown table, "report": report.md path, <plot name>: its path}.
+
+    Raises:
+      ConfigError: from `load_records`, before anything is written.
     """
     out_dir = out_dir or root
-    os.makedirs(out_dir, exist_ok=True)
     records = load_records(root)
+    os.makedirs(out_dir, exist_ok=True)
     table = format_table(records)
     figures = (plot_step_time_vs_accuracy, plot_loss_curves, plot_step_time_box)
     paths = {"table": table, "report": os.path.join(out_dir, "report.md")}
@@ -176,11 +188,16 @@ def write_report(root: str, out_dir: Optional[str] = None) -> Dict[str, str]:
     return paths
 
 
+@command
 def main(argv: Optional[List[str]] = None) -> None:
+    """Command-line entry point: prints the table and writes the report (exit status 2
+    for a mistake in the arguments, see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("root", help="a run directory or a sweep directory of runs")
     parser.add_argument("--out", help="output directory (default: root)")
     args = parser.parse_args(argv)
+    existing_dir("root", args.root)
+    output_dir("--out", args.out or args.root)
     paths = write_report(args.root, args.out)
     print(paths["table"])
     print(f"wrote {paths['report']} and {', '.join(PLOTS)}")

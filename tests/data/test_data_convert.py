@@ -172,7 +172,7 @@ def test_more_shards_than_meshes_is_rejected(tmp_path, tetrahedron):
         convert_split([mesh_path], [label_path], tmp_path / "out", num_shards=2)
 
 
-def test_cli_converts_the_split_file_entries_matching_the_glob(tmp_path, tetrahedron):
+def test_cli_converts_the_split_file_entries_matching_the_glob(tmp_path, tetrahedron, capsys):
     meshes, labels = tmp_path / "meshes" / "iso", tmp_path / "labels" / "iso"
     meshes.mkdir(parents=True)
     labels.mkdir(parents=True)
@@ -181,12 +181,14 @@ def test_cli_converts_the_split_file_entries_matching_the_glob(tmp_path, tetrahe
         label_path.rename(labels / label_path.name)
     split_file = tmp_path / "train.txt"
     split_file.write_text("iso/a.ply\niso/b.ply\n")
-    shards = main([
+    main([
         "--meshes", str(tmp_path / "meshes"), "--labels", str(tmp_path / "labels"),
         "--split-file", str(split_file), "--out", str(tmp_path / "out" / "train"),
         "--num-shards", "1", "--label-offset", "1", "--mesh-glob", "*/a.*",
     ])
-    (mesh,) = _read_meshes(shards)
+    shard, manifest = capsys.readouterr().out.split()
+    assert manifest == str(manifest_path(tmp_path / "out" / "train"))
+    (mesh,) = _read_meshes([shard])
     np.testing.assert_array_equal(mesh["labels"], tetrahedron["labels"] + 1)
 
 

@@ -9,6 +9,7 @@ from tensorboard.backend.event_processing.plugin_event_accumulator import EventA
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
 from helpers.runs import tiny_config, train_tiny
+from meshseg.errors import ConfigError
 from meshseg.tools.report import PLOTS, find_runs, load_records, main
 from meshseg.train.hparams import METRIC_KEYS, hparam_value, run_hparams
 from meshseg.train.summary import RunSummary, load_run
@@ -65,7 +66,7 @@ def test_cli_prints_the_table_and_writes_report_and_plots(sweep, tmp_path, capsy
 
 
 def test_load_records_refuses_a_directory_without_runs(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no run"):
+    with pytest.raises(ConfigError, match="holds no run"):
         load_records(str(tmp_path))
 
 

@@ -1,0 +1,210 @@
+"""A user's mistake on any command line ends with one line naming it, the exit status of its
+kind (`meshseg.errors`; argparse's usage errors exit 2 as well) and no traceback.
+
+Each case runs the tool as a new user does, `python -m <module> <arguments>`, in a folder
+that holds a valid mesh, a bad one, split files and two finished runs, one without its
+model. The cases of the tests selected run concurrently, once, in the `results` fixture:
+1.5 to 3.5 minutes on 2 cores (seven cases import TensorFlow), so the module is marked
+slow. A case marked `before_tensorflow` must fail before the tool imports TensorFlow
+(`-X importtime` lists every import).
+"""
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from helpers.runs import CONFIG_DIR
+from meshseg.train.rundir import RUN_CONFIG
+from meshseg.train.summary import RunSummary
+
+CONVERT = "meshseg.data.convert"
+PREDICT = "meshseg.tools.predict"
+REPORT = "meshseg.tools.report"
+BENCH = "meshseg.tools.bench"
+INPUT_BOUND = "meshseg.tools.input_bound"
+THROUGHPUT = "meshseg.tools.throughput"
+TETRAHEDRON_OFF = "OFF\n4 4 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 1 2\n3 0 1 3\n3 0 2 3\n3 1 2 3\n"
+CONVERT_ARGS = "--meshes meshes --labels labels --out out/train --num-shards 1"
+
+pytestmark = pytest.mark.slow
+
+
+@dataclass(frozen=True)
+class Case:
+    """`python -m <module> <args>` in the workspace; it must exit with `status`, and its
+    last stderr line must contain every string of `named`."""
+
+    module: str
+    args: str
+    status: int
+    named: tuple
+    before_tensorflow: bool = True
+
+    def command(self) -> list:
+        importtime = ["-X", "importtime"] if self.before_tensorflow else []
+        return [sys.executable, *importtime, "-m", self.module, *self.args.split()]
+
+
+def case(case_id: str, module: str, args: str, status: int, *named: str,
+         before_tensorflow: bool = True):
+    return pytest.param(Case(module, args, status, named, before_tensorflow), id=case_id)
+
+
+CASES = [
+    case("convert-missing-meshes-folder", CONVERT,
+         "--meshes nope --labels labels --split-file train.txt --out out/t --num-shards 1",
+         2, "--meshes nope", "no such folder"),
+    case("convert-missing-labels-folder", CONVERT,
+         "--meshes meshes --labels nope --split-file train.txt --out out/t --num-shards 1",
+         2, "--labels nope", "no such folder"),
+    case("convert-missing-split-file", CONVERT, f"{CONVERT_ARGS} --split-file nope.txt",
+         2, "--split-file nope.txt", "no such file"),
+    case("convert-split-file-is-a-folder", CONVERT, f"{CONVERT_ARGS} --split-file meshes",
+         2, "--split-file meshes", "is a folder"),
+    case("convert-empty-split-file", CONVERT, f"{CONVERT_ARGS} --split-file empty.txt",
+         2, "--split-file empty.txt lists no mesh"),
+    case("convert-glob-matches-nothing", CONVERT,
+         f"{CONVERT_ARGS} --split-file train.txt --mesh-glob *.ply",
+         2, "lists no mesh matching --mesh-glob '*.ply'"),
+    case("convert-zero-shards", CONVERT,
+         "--meshes meshes --labels labels --split-file train.txt --out out/t --num-shards 0",
+         2, "--num-shards", ">= 1"),
+    case("convert-more-shards-than-meshes", CONVERT,
+         "--meshes meshes --labels labels --split-file train.txt --out out/t --num-shards 5",
+         2, "--num-shards 5", "at most 1"),
+    case("convert-zero-classes", CONVERT,
+         f"{CONVERT_ARGS} --split-file train.txt --num-classes 0", 2, "--num-classes", ">= 1"),
+    case("convert-unknown-adjacency", CONVERT,
+         f"{CONVERT_ARGS} --split-file train.txt --adjacency nonsense", 2, "--adjacency",
+         "nonsense"),
+    case("convert-out-under-a-file", CONVERT,
+         "--meshes meshes --labels labels --split-file train.txt --out train.txt/t "
+         "--num-shards 1", 2, "--out train.txt/t", "is a file"),
+    case("convert-listed-mesh-missing", CONVERT, f"{CONVERT_ARGS} --split-file missing.txt",
+         4, "meshes/missing.off does not exist"),
+    case("convert-mesh-without-labels", CONVERT, f"{CONVERT_ARGS} --split-file unlabelled.txt",
+         4, "meshes/unlabelled.off", "label file"),
+    case("convert-no-valid-mesh", CONVERT, f"{CONVERT_ARGS} --split-file bad.txt --workers 1",
+         4, "no valid mesh", "bad.off", before_tensorflow=False),
+
+    case("predict-missing-run-dir", PREDICT, "nope meshes/good.off", 2, "run_dir nope",
+         "no such folder"),
+    case("predict-folder-without-a-run", PREDICT, "empty meshes/good.off", 2,
+         "empty holds no finished meshseg run"),
+    case("predict-run-without-model", PREDICT, "run_without_model meshes/good.off", 2,
+         "run_without_model holds no model.keras"),
+    case("predict-missing-mesh", PREDICT, "run meshes/good.off meshes/nope.off", 2,
+         "mesh meshes/nope.off", "no such file"),
+    case("predict-missing-labels-dir", PREDICT, "run meshes/good.off --labels-dir nope", 2,
+         "--labels-dir nope", "no such folder"),
+    case("predict-out-is-a-file", PREDICT, "run meshes/good.off --out train.txt", 2,
+         "--out train.txt", "is a file"),
+    case("predict-two-meshes-one-stem", PREDICT, "run meshes/good.off other/good.off", 2,
+         "meshes/good.off and other/good.off", "separate calls"),
+
+    case("report-missing-folder", REPORT, "nope", 2, "root nope", "no such folder"),
+    case("report-folder-without-runs", REPORT, "empty", 2, "empty holds no run"),
+    case("report-out-is-a-file", REPORT, "run --out train.txt", 2, "--out train.txt",
+         "is a file"),
+    case("report-bad-summary", REPORT, "bad_summary", 2, "summary.json",
+         "not a meshseg run summary"),
+
+    case("input-bound-unknown-key", INPUT_BOUND, "stpes=3", 2, "stpes"),
+    case("input-bound-unknown-impl", INPUT_BOUND, "impl=nonsense", 2, "impl/nonsense",
+         "gather_matmul"),
+    case("input-bound-bad-boolean", INPUT_BOUND, "jit=maybe", 2, "jit=maybe"),
+    case("input-bound-zero-batch-size", INPUT_BOUND, "data.batch_size=0", 2,
+         "data.batch_size", ">= 1"),
+    case("input-bound-zero-steps", INPUT_BOUND, "--steps 0", 2, "--steps", ">= 1"),
+    case("input-bound-missing-data", INPUT_BOUND,
+         "data=tfrecords data.train_files=nope-* data.test_files=nope-* data.num_classes=3",
+         2, "data.train_files", "nope-*", before_tensorflow=False),
+
+    case("throughput-no-file-matches", THROUGHPUT, "nope-*", 2, "files nope-*",
+         "no file matches"),
+    case("throughput-zero-batch-size", THROUGHPUT, "shard.tfrecords --batch-size 0", 2,
+         "--batch-size", ">= 1"),
+    case("throughput-negative-passes", THROUGHPUT, "shard.tfrecords --passes -1", 2,
+         "--passes", ">= 1"),
+    case("throughput-empty-shard", THROUGHPUT, "empty.tfrecords", 4, "empty.tfrecords",
+         "no mesh", before_tensorflow=False),
+    case("throughput-not-a-shard", THROUGHPUT, "train.txt", 4, "train.txt",
+         before_tensorflow=False),
+
+    case("bench-unknown-impl", BENCH, "--impl nonsense", 2, "--impl", "nonsense",
+         before_tensorflow=False),
+    case("bench-bad-jit", BENCH, "--jit maybe", 2, "--jit", "maybe", before_tensorflow=False),
+    case("bench-out-is-a-file", BENCH, "--out train.txt --peak_size 0", 2, "--out train.txt",
+         "is a file", before_tensorflow=False),
+]
+
+
+def _write_finished_run(run_dir, with_model: bool) -> None:
+    """A run directory as a finished run leaves it (settings and summary), with an
+    empty `model.keras` when `with_model` (the command-line checks only look for it)."""
+    os.makedirs(run_dir)
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        OmegaConf.save(compose(config_name="train"), os.path.join(run_dir, RUN_CONFIG))
+    RunSummary(impl="gather_matmul", replicas=1, test_files=[], steps=1, wall_time_s=1.0,
+               pid=1, median_step_time_ms=None, min_step_time_ms=None, max_step_time_ms=None,
+               compile_time_s=0.0, num_compilations=1, peak_rss_mib=1.0).save(run_dir)
+    if with_model:
+        open(os.path.join(run_dir, "model.keras"), "w").close()
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """The folder the cases run in (see the module docstring)."""
+    root = tmp_path_factory.mktemp("cli")
+    for folder in ("meshes", "labels", "other", "empty", "bad_summary"):
+        (root / folder).mkdir()
+    for stem in ("good", "unlabelled"):
+        (root / "meshes" / f"{stem}.off").write_text(TETRAHEDRON_OFF)
+    (root / "other" / "good.off").write_text(TETRAHEDRON_OFF)
+    (root / "meshes" / "bad.off").write_text(TETRAHEDRON_OFF.replace("3 1 2 3", "3 1 2 9"))
+    for stem in ("good", "bad"):
+        (root / "labels" / f"{stem}.txt").write_text("0\n1\n0\n1\n")
+    for split, entry in (("train", "good.off"), ("bad", "bad.off"), ("empty", ""),
+                         ("missing", "missing.off"), ("unlabelled", "unlabelled.off")):
+        (root / f"{split}.txt").write_text(entry + "\n")
+    (root / "empty.tfrecords").write_bytes(b"")
+    (root / "shard.tfrecords").write_bytes(b"")
+    (root / "bad_summary" / "summary.json").write_text('{"steps": 3}')
+    _write_finished_run(root / "run", with_model=True)
+    _write_finished_run(root / "run_without_model", with_model=False)
+    return root
+
+
+@pytest.fixture(scope="module")
+def results(request, workspace):
+    """{Case: CompletedProcess} of the cases of the selected tests, run concurrently."""
+    selected = [item.callspec.params["cli_case"] for item in request.session.items
+                if item.module is request.module and hasattr(item, "callspec")]
+
+    def run(cli_case: Case):
+        return subprocess.run(cli_case.command(), cwd=workspace, capture_output=True,
+                              text=True, timeout=300)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(zip(selected, pool.map(run, selected)))
+
+
+@pytest.mark.parametrize("cli_case", CASES)
+def test_a_mistake_ends_with_one_line_naming_it_and_its_exit_status(cli_case, results):
+    result = results[cli_case]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if not line.startswith("import time:")]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.returncode == cli_case.status, result.stderr[-3000:]
+    assert all(name in errors[-1] for name in cli_case.named), errors[-1]
+    assert errors[-1].startswith("error: ") or ": error: argument " in errors[-1]
+    if cli_case.before_tensorflow:
+        imported = {line.rsplit("|", 1)[-1].strip() for line in lines
+                    if line.startswith("import time:")}
+        assert "tensorflow" not in imported
