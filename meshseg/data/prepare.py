@@ -40,7 +40,8 @@ class MeshFolder:
       labels: folder (relative to root) searched for `<stem>.txt` / `.npy` labels.
       num_classes: labels must lie in [0, num_classes) after the offset.
       label_offset: added to every label.
-      shards: number of shards per split, e.g. {"train": 4, "test": 1}.
+      shards: number of shards per split, e.g. {"train": 4, "test": 1} (at most one per
+        mesh: a split of fewer meshes gets fewer shards).
       adjacency: stored adjacency, "none", "edges" or "table".
       label_kind: "vertex" or "face".
     """
@@ -105,7 +106,9 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
     cache_dir = Path(cache_dir)
     pairs = _pairs(source)
     stamp = _source_stamp(source, pairs)
-    result = {split: shard_paths(cache_dir / split, source.shards[split]) for split in SPLITS}
+    # A split of fewer meshes than shards gets one shard per mesh.
+    shards = {split: min(source.shards[split], len(pairs[split][0])) for split in SPLITS}
+    result = {split: shard_paths(cache_dir / split, shards[split]) for split in SPLITS}
     result["num_classes"] = source.num_classes
     existing = _read_stamp(cache_dir)
     if existing == stamp:
@@ -117,7 +120,7 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
     build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-", dir=cache_dir.parent))
     try:
         for split in SPLITS:
-            convert_split(*pairs[split], build_dir / split, source.shards[split],
+            convert_split(*pairs[split], build_dir / split, shards[split],
                           source.label_offset, num_classes=source.num_classes,
                           label_kind=source.label_kind, adjacency=source.adjacency,
                           workers=workers, strict=True)

@@ -29,6 +29,7 @@ REPORT = "meshseg.tools.report"
 BENCH = "meshseg.tools.bench"
 INPUT_BOUND = "meshseg.tools.input_bound"
 THROUGHPUT = "meshseg.tools.throughput"
+DOWNLOAD = "meshseg.data.download"
 TETRAHEDRON_OFF = "OFF\n4 4 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 1 2\n3 0 1 3\n3 0 2 3\n3 1 2 3\n"
 CONVERT_ARGS = "--meshes meshes --labels labels --out out/train --num-shards 1"
 
@@ -136,6 +137,13 @@ CASES = [
          "no mesh", before_tensorflow=False),
     case("throughput-not-a-shard", THROUGHPUT, "train.txt", 4, "train.txt",
          before_tensorflow=False),
+
+    case("download-unknown-data-set", DOWNLOAD, "nope --root out", 2, "unknown data set 'nope'"),
+    case("download-no-data-set", DOWNLOAD, "--root out", 2, "name a data set", "--list"),
+    case("download-terms-not-accepted", DOWNLOAD, "human_seg --root out", 2, "Research use only",
+         "--accept-license"),
+    case("download-root-is-a-file", DOWNLOAD, "rna --root train.txt", 2, "--root train.txt",
+         "is a file"),
 
     case("bench-unknown-impl", BENCH, "--impl nonsense", 2, "--impl", "nonsense",
          before_tensorflow=False),
