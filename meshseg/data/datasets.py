@@ -51,6 +51,7 @@ class Dataset:
         `meshseg.data.meshcnn.write_vertex_labels`, then converted).
       num_classes: the classes K of its labels, as the experiment trains them.
       experiment: `python train.py experiment=<experiment>` trains on it.
+      download_mb: the size of its archives (MB), when known.
       extracted_mb: its size on disk after extraction (MB), when known.
     """
 
@@ -65,6 +66,7 @@ class Dataset:
     experiment: str
     subdir: Optional[str] = None
     manifest: Optional[Path] = None
+    download_mb: Optional[float] = None
     extracted_mb: Optional[float] = None
 
 
@@ -97,7 +99,9 @@ DATASETS = {dataset.name: dataset for dataset in (
         license="MIT", terms=None, layout="mesh_folder",
         archives=(Archive("https://github.com/nmwsharp/RNA-Surface-Segmentation-Dataset/"
                           f"archive/{RNA_COMMIT}.zip", f"rna-{RNA_COMMIT[:7]}.zip"),),
-        manifest=MANIFESTS / "rna.sha256", extracted_mb=656.2),
+        # download_mb: `git archive --format=zip` of the pinned commit (GitHub's zip of
+        # the same commit may differ by a few bytes); extracted_mb: the manifest's sum.
+        manifest=MANIFESTS / "rna.sha256", download_mb=211.0, extracted_mb=656.2),
     Dataset(
         name="tfg_dancer", num_classes=16, experiment="tfg_dancer",
         title="The tensorflow-graphics mesh segmentation demo's TFRecords: Dancer meshes "

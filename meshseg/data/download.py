@@ -248,11 +248,13 @@ def convert(dataset: Dataset, folder: Path) -> None:
 
 
 def list_datasets() -> str:
-    """A table of the data sets: name, size on disk, licence, whether `--accept-license`
-    is needed, and the experiment that trains on it."""
+    """A table of the data sets: name, download size (and size on disk; "unknown" for
+    archives never fetched where the registry was written), licence, whether
+    `--accept-license` is needed, and the experiment that trains on it."""
     rows = [("NAME", "SIZE", "LICENCE", "TERMS", "TRAIN WITH")]
     for dataset in DATASETS.values():
-        size = f"{dataset.extracted_mb:.0f} MB" if dataset.extracted_mb else "not measured"
+        size = (f"{dataset.download_mb:.0f} MB ({dataset.extracted_mb:.0f} MB on disk)"
+                if dataset.download_mb else "unknown")
         terms = "--accept-license" if dataset.terms else "-"
         rows.append((dataset.name, size, dataset.license, terms,
                      f"python train.py experiment={dataset.experiment}"))
