@@ -1,0 +1,61 @@
+"""A quiet console: no TensorFlow C++ start-up lines from train.py or the converter's
+worker processes, and a closing summary that says what happened and where to look."""
+
+import shutil
+import subprocess
+import sys
+
+import pytest
+from helpers.runs import PROJECT
+
+from meshseg.console import is_native_log_line
+
+RNA_SAMPLE = PROJECT / "data" / "rna_sample"
+
+
+def test_native_log_lines_are_recognised():
+    native = [
+        "WARNING: All log messages before absl::InitializeLog() is called are written to STDERR",
+        "I0000 00:00:1796040834.275282   20550 cudart_stub.cc:31] Could not find cuda drivers "
+        "on your machine, GPU will not be used.",
+        "E0000 00:00:1796040844.191824   20550 cuda_platform.cc:52] failed call to cuInit: "
+        "INTERNAL: CUDA error",
+        "W1130 12:41:07.123456    4242 xla/service/cpu/cpu_compiler.cc:1021] slow op",
+    ]
+    ours = [
+        "[2026-11-30 12:13:53,538][train][INFO] - python train.py steps=2",
+        "error: data.batch_size must be >= 1, got 0",
+        "Converting train:  25%|██▌       | 4/16 [00:10<00:19,  1.58s/mesh]",
+        "I0000 is not a log line without its source location",
+    ]
+    assert all(is_native_log_line(line) for line in native)
+    assert not any(is_native_log_line(line) for line in ours)
+
+
+@pytest.mark.slow
+def test_train_py_converting_a_mesh_folder_prints_no_native_lines_and_a_closing_summary(
+        tmp_path):
+    root = tmp_path / "rna"
+    (root / "off").mkdir(parents=True)
+    (root / "labels").mkdir()
+    stems = [line.split(".")[0] for line in (RNA_SAMPLE / "train.txt").read_text().split()]
+    for stem in stems[:3]:
+        shutil.copy(RNA_SAMPLE / "off" / f"{stem}.off", root / "off")
+        shutil.copy(RNA_SAMPLE / "labels" / f"{stem}.txt", root / "labels")
+    (root / "train.txt").write_text("".join(f"{stem}.off\n" for stem in stems[:2]))
+    (root / "test.txt").write_text(f"{stems[2]}.off\n")
+    run_dir = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "train.py", f"data.root={root}", f"data.cache_dir={tmp_path / 'cache'}",
+         "data.train_shards=1", "data.convert_workers=2", "data.batch_size=2",
+         "model.conv_channels=[8,8]", "model.hidden_channels=16", "steps=2", "eval_every=2",
+         "summaries.meshes=1", f"hydra.run.dir={run_dir}"],
+        cwd=PROJECT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = (result.stdout + result.stderr).replace("\r", "\n").splitlines()
+    assert [line for line in lines if is_native_log_line(line)] == []
+    assert "Converting train" in result.stderr  # the workers ran
+    closing = "\n".join(result.stdout.splitlines()[-5:])
+    assert "test accuracy" in closing and "majority-class baseline" in closing
+    assert f"run directory: {run_dir}" in closing
+    assert "tensorboard --logdir" in closing
