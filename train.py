@@ -21,7 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
-from omegaconf import DictConfig  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 import meshseg.config  # noqa: E402,F401  (registers the schema)
 from meshseg.errors import Interrupted, MeshsegError  # noqa: E402
@@ -59,7 +59,7 @@ def main(cfg: DictConfig) -> float:
         # strategy are set before any TensorFlow op runs.
         from meshseg.train.distribute import configure_runtime
 
-        strategy = configure_runtime(cfg.threads, cfg.strategy.name)
+        strategy = configure_runtime(cfg.threads, OmegaConf.to_object(cfg.strategy))
         from meshseg.train.run import run
 
         summary = run(cfg, run_dir, strategy)

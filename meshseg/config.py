@@ -143,7 +143,7 @@ class OptimizerConfig:
 
 @dataclass
 class NamedConfig:
-    """A group whose options differ by name only (`loop`, `strategy`)."""
+    """A group whose options differ by name only (`loop`)."""
 
     name: str = MISSING
 
@@ -152,6 +152,24 @@ class NamedConfig:
 class CheckpointConfig:
     every: int = 100  # steps between checkpoints (model, optimizer, step, input position)
     keep: int = 3  # checkpoints kept in <run dir>/checkpoints
+    # Where checkpoints go (null: <run dir>/checkpoints). Multi-worker runs: storage every
+    # worker reads; the chief writes, every worker restores from it.
+    dir: Optional[str] = None
+
+
+@dataclass
+class StrategyConfig:
+    """The `strategy` group: data parallelism (`meshseg.train.distribute`, docs/scaling.md)."""
+
+    name: str = MISSING  # default | mirrored | multi_worker
+    # Split the CPU into this many logical devices; strategy=mirrored on a host without
+    # GPUs replicates over them (tests and CPU-only trials of replication).
+    cpu_devices: int = 1
+    # multi_worker: seconds to wait at start-up for every worker to be reachable.
+    startup_timeout_s: float = 600.0
+    # multi_worker launched by submitit (hydra/launcher=slurm or submitit_local) without
+    # TF_CONFIG: task k of a node listens on port_base + k.
+    port_base: int = 8888
 
 
 @dataclass
@@ -164,7 +182,7 @@ class TrainConfig:
     loop: NamedConfig = field(default_factory=NamedConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
-    strategy: NamedConfig = field(default_factory=NamedConfig)
+    strategy: StrategyConfig = field(default_factory=StrategyConfig)
     seed: int = 0
     jit: bool = False  # compile the train and eval steps with XLA (jit_compile=True)
     steps: int = 500  # training steps (batches)
@@ -181,12 +199,14 @@ COUNTS = ("steps", "eval_every", "checkpoint.every", "checkpoint.keep", "data.nu
           "data.shuffle_buffer", "data.num_buckets", "data.pad_multiple",
           "data.bucket_boundaries", "model.num_weight_matrices", "model.input_channels",
           "model.conv_channels", "model.hidden_channels", "impl.timing_steps",
-          "optimizer.decay_steps")
+          "optimizer.decay_steps", "strategy.cpu_devices")
 # The range [low, high] (high None: unbounded) of every integer setting but
 # data.label_offset (any integer) and data.augment.up_axis (`AugmentConfig.check`).
 INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, None),
+                  "strategy.port_base": (1, 65535),
                   **{key: (1, None) for key in COUNTS}}
-POSITIVE = ("optimizer.learning_rate", "optimizer.decay_rate", "optimizer.epsilon")
+POSITIVE = ("optimizer.learning_rate", "optimizer.decay_rate", "optimizer.epsilon",
+            "strategy.startup_timeout_s")
 # The choices of every string setting that names an option (each entry, for a list);
 # strategy.name is checked where the strategy is made (`meshseg.train.distribute`), impl
 # names against the implementations' registry (`meshseg.train.run.typed_config`).
@@ -252,9 +272,9 @@ def check(config: TrainConfig) -> None:
     if config.impl.name == "auto" and not config.impl.candidates:
         raise ConfigError("impl=auto needs impl.candidates, got []")
     config.data.augment.check()
-    if config.strategy.name != "default" and config.jit:
-        raise ConfigError(f"jit=true with strategy={config.strategy.name} is not supported; "
-                          "use jit=false (replicas merge updates outside XLA)")
+    if config.strategy.name != "default" and config.jit and config.loop.name != "custom":
+        raise ConfigError(f"jit=true with strategy={config.strategy.name} needs loop=custom "
+                          "(it compiles each replica's step; Model.fit does not)")
     if config.strategy.name == "multi_worker" and config.loop.name != "custom":
         raise ConfigError("strategy=multi_worker needs loop=custom (Keras 3 Model.fit does not "
                           "run MultiWorkerMirroredStrategy here)")

@@ -9,7 +9,8 @@ command-line tools exit with:
 | `RunDirError` | 2 | the run directory holds another run; nothing was written to it |
 | `NonFiniteError` | 3 | a step gave a non-finite loss or gradient; the last good checkpoint stays |
 | `DataError` | 4 | a mesh, label file or record is missing or invalid; the message names it |
-| `Interrupted` | 128 + signal | SIGINT or SIGTERM; a checkpoint was saved |
+| `ClusterError` | 5 | a multi-worker run's workers did not all start in time, or disagree on the checkpoint they resume from |
+| `Interrupted` | 128 + signal | SIGINT or SIGTERM; a checkpoint was saved (none when it came while a multi-worker run waited for its workers) |
 
 Hydra's own composition errors (unknown key, wrong type) exit with status 1.
 """
@@ -45,6 +46,14 @@ class DataError(MeshsegError):
     the shard and record index for records)."""
 
     exit_code = 4
+
+
+class ClusterError(MeshsegError):
+    """The workers of a multi-worker run cannot train together: one did not start within
+    `strategy.startup_timeout_s` (the message names it), or they restored different
+    checkpoints (their checkpoint directories are not one shared folder)."""
+
+    exit_code = 5
 
 
 class Interrupted(MeshsegError):

@@ -1,4 +1,5 @@
-"""Training checkpoints: model, optimizer and step, in `<run_dir>/checkpoints`."""
+"""Training checkpoints: model, optimizer and step, in `<run_dir>/checkpoints` or
+`checkpoint.dir`."""
 
 import contextlib
 import logging
@@ -11,7 +12,6 @@ import keras
 import tensorflow as tf
 
 from meshseg.errors import DataError
-from meshseg.train.rundir import CHECKPOINT_DIR
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def inside(directory: str):
 
 
 class TrainingCheckpoint:
-    """The state a resumed run needs, in `<run_dir>/checkpoints/ckpt-<step>`, restored on
+    """The state a resumed run needs, in `<directory>/ckpt-<step>`, restored on
     construction from the newest intact checkpoint: model, optimizer and step. The input
     position is the step itself (the loops replay the seeded input stream up to it), so a
     checkpoint holds no data and its size does not grow with the data set.
@@ -57,51 +57,58 @@ class TrainingCheckpoint:
     characters (`[`, `]`, `*`, `?`): files are named and removed with Python's `os`, never
     through a pattern.
 
+    A multi-worker run restores every worker from the chief's directory (storage they all
+    read), and only the chief writes there: the other workers write their checkpoints,
+    which the collective ops need, to a scratch `directory` of their own.
+
     Args:
-      run_dir: the run directory.
+      directory: where checkpoints are written.
       model: a built model (its variables exist).
       optimizer: its optimizer; its variables are created here so a restore fills them.
       max_to_keep: number of checkpoints kept (older ones are deleted).
+      restore_directory: where checkpoints are restored from (None: `directory`).
 
     Attributes:
-      directory: `<run_dir>/checkpoints`.
+      directory, restore_directory: as given (`restore_directory` never None).
       restored_step: the step of the restored checkpoint (0 when there was none).
 
     Raises:
       DataError: if checkpoints exist but none of them restores (naming each and why).
     """
 
-    def __init__(self, run_dir: str, model: keras.Model, optimizer: keras.optimizers.Optimizer,
-                 max_to_keep: int = 3):
+    def __init__(self, directory: str, model: keras.Model,
+                 optimizer: keras.optimizers.Optimizer, max_to_keep: int = 3,
+                 restore_directory: Optional[str] = None):
         if not optimizer.built:
             optimizer.build(model.trainable_variables)
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, step=self.step)
-        self.directory = os.path.join(run_dir, CHECKPOINT_DIR)
+        self.directory = directory
+        self.restore_directory = restore_directory or directory
         self.max_to_keep = max_to_keep
         self.restored_step = self._restore_newest_intact()
 
     @property
     def latest(self) -> Optional[str]:
-        """The path of the newest checkpoint on disk, or None."""
-        steps = checkpoints_on_disk(self.directory)
-        return os.path.join(self.directory, f"ckpt-{steps[0]}") if steps else None
+        """The path of the newest checkpoint on disk (where restores read), or None."""
+        steps = checkpoints_on_disk(self.restore_directory)
+        return os.path.join(self.restore_directory, f"ckpt-{steps[0]}") if steps else None
 
     def _restore_newest_intact(self) -> int:
         failures = []
-        for step in checkpoints_on_disk(self.directory):
+        for step in checkpoints_on_disk(self.restore_directory):
             try:
-                with inside(self.directory):
+                with inside(self.restore_directory):
                     self.checkpoint.read(f"ckpt-{step}").assert_existing_objects_matched()
             except Exception as error:  # a damaged checkpoint raises many types
                 reason = (str(error).strip() or "unreadable").splitlines()[0]
                 failures.append(f"ckpt-{step}: {type(error).__name__}: {reason}")
                 log.warning("checkpoint %s does not restore (%s); trying an older one",
-                            self.directory, failures[-1])
+                            self.restore_directory, failures[-1])
                 continue
             return int(self.step.numpy())
         if failures:
-            raise DataError(f"no checkpoint in {self.directory} restores "
+            raise DataError(f"no checkpoint in {self.restore_directory} restores "
                             f"({'; '.join(failures)}); move them away to train from the start")
         return 0
 

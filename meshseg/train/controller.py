@@ -7,13 +7,15 @@ schedule, and turns a non-finite step into a `NonFiniteError` naming the last go
 checkpoint. (A checkpoint with a step counter, as tensorflow/models' orbit controller.)
 """
 
+import os
 from dataclasses import dataclass
-from typing import Callable, Dict, Protocol
+from typing import Callable, Dict, Optional, Protocol
 
 import keras
 
 from meshseg.errors import Interrupted, NonFiniteError
 from meshseg.train.checkpoints import StopSignals, TrainingCheckpoint
+from meshseg.train.rundir import CHECKPOINT_DIR
 from meshseg.train.summaries import RunLogger
 
 
@@ -42,11 +44,14 @@ class Controller:
     and checkpoint schedule of one run.
 
     Args:
-      output_dir: where checkpoints (`checkpoints/`) and event files (`train/`, `eval/`)
-        go: the run directory, or a scratch directory on non-chief workers.
+      output_dir: where event files (`train/`, `eval/`) go: the run directory, or a
+        scratch directory on non-chief workers.
       model, optimizer: the built model and its optimizer (checkpointed).
       schedule: the `Schedule`.
       run_eval: evaluates on the test split; returns {metric name: value}.
+      checkpoint_dir: where checkpoints are written (None: `<output_dir>/checkpoints`).
+      restore_dir: where they are restored from (None: `checkpoint_dir`); a non-chief
+        worker restores from the chief's shared folder and writes to its scratch one.
 
     Attributes:
       start_step: the step restored from the newest intact checkpoint (0 for a fresh run); the
@@ -56,11 +61,13 @@ class Controller:
 
     def __init__(self, output_dir: str, model: keras.Model,
                  optimizer: keras.optimizers.Optimizer, schedule: Schedule,
-                 run_eval: Callable[[], Dict[str, float]]):
+                 run_eval: Callable[[], Dict[str, float]], checkpoint_dir: Optional[str] = None,
+                 restore_dir: Optional[str] = None):
         self.schedule = schedule
         self.run_eval = run_eval
-        self.checkpoint = TrainingCheckpoint(output_dir, model, optimizer,
-                                             schedule.checkpoints_kept)
+        self.checkpoint = TrainingCheckpoint(
+            checkpoint_dir or os.path.join(output_dir, CHECKPOINT_DIR), model, optimizer,
+            schedule.checkpoints_kept, restore_dir)
         self.start_step = self.checkpoint.restored_step
         self.logger = RunLogger(output_dir, schedule.steps, initial_step=self.start_step)
         self.signals = StopSignals()

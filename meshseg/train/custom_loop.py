@@ -1,6 +1,8 @@
 """The custom loop: `meshseg.train.step.TrainStep` (a GradientTape step in a `tf.function`,
 optionally XLA-compiled) over the repeated training data, under any strategy."""
 
+import logging
+import statistics
 import time
 from typing import Dict
 
@@ -9,7 +11,10 @@ import tensorflow as tf
 
 from meshseg.batch import MESH_ID
 from meshseg.train.controller import Controller
+from meshseg.train.distribute import worker_position
 from meshseg.train.step import TrainStep
+
+log = logging.getLogger(__name__)
 
 
 class CustomLoop:
@@ -18,7 +23,11 @@ class CustomLoop:
     Under a replicating `strategy` the dataset's global batches are split over the replicas
     (and sharded over workers); `model` and `optimizer` must have been built in its scope.
     The input starts at batch `controller.start_step` of the seeded stream, so a resumed
-    run replays exactly the batches of an uninterrupted one.
+    run replays exactly the batches of an uninterrupted one. The batches are skipped after
+    distribution: with input sharded by file, a worker's step takes its replicas' part of
+    a batch of its own files, not a global batch (`Dataset.skip` before distribution
+    would count global batches). At the end, each worker logs
+    its own throughput: meshes/s of its part of the batches, from its median step time.
 
     Args:
       model, optimizer: the network and its Keras optimizer.
@@ -37,34 +46,57 @@ class CustomLoop:
         """Runs `controller.remaining_steps`.
 
         Raises:
-          NonFiniteError: at the first step with a non-finite loss or gradient, naming the
-            meshes of its batch (without replication its update is not applied).
+          NonFiniteError: at the first step with a non-finite loss or gradient on any
+            replica, naming the meshes of this worker's part of its batch; no replica
+            applied its update.
         """
-        batches = iter(self.strategy.experimental_distribute_dataset(
-            self.dataset.skip(controller.start_step)))
-        for step in controller.remaining_steps:
-            features, labels = next(batches)
-            traces = self.train_step.traces
-            start = time.perf_counter()
-            loss, accuracy, finite, num_vertices = self.train_step(features, labels)
-            loss = float(loss)  # waits for the step to finish
-            seconds = time.perf_counter() - start
-            if not bool(finite):
-                applied = ("was not applied" if self.train_step.guarded
-                           else "was applied (replicated)")
-                controller.stop_non_finite(step, loss, f"the update {applied}. Batch: "
-                                                       f"{self.describe_batch(features)}")
-            controller.step_done(step, loss, float(accuracy), seconds, int(num_vertices),
-                                 compiled=self.train_step.traces > traces)
+        batches = iter(self.strategy.experimental_distribute_dataset(self.dataset))
+        for _ in range(controller.start_step):  # counted in this worker's own batches
+            next(batches)
+        timed = []  # (seconds, meshes of this worker) of the steps that did not compile
+        try:
+            for step in controller.remaining_steps:
+                features, labels = next(batches)
+                traces = self.train_step.traces
+                start = time.perf_counter()
+                loss, accuracy, finite, num_vertices = self.train_step(features, labels)
+                loss = float(loss)  # waits for the step to finish
+                seconds = time.perf_counter() - start
+                if not bool(finite):
+                    controller.stop_non_finite(
+                        step, loss, "no replica applied the update. Batch: "
+                                    f"{self.describe_batch(features)}")
+                compiled = self.train_step.traces > traces
+                if not compiled:
+                    timed.append((seconds, len(self.local_values(features["num_vertices"]))))
+                controller.step_done(step, loss, float(accuracy), seconds, int(num_vertices),
+                                     compiled=compiled)
+        finally:
+            self.log_throughput(timed)
+            log.info("the step traced %d times; its per-replica pass (XLA under jit with "
+                     "replicas) traced %d times over %d replicas", self.train_step.traces,
+                     self.train_step.replica_traces, self.strategy.num_replicas_in_sync)
+
+    def log_throughput(self, timed) -> None:
+        """Logs this worker's meshes/s (its meshes per step / its median step time)."""
+        if not timed:
+            return
+        index, count = worker_position(self.strategy)
+        median_s = statistics.median(seconds for seconds, _ in timed)
+        meshes = statistics.median(meshes for _, meshes in timed)
+        log.info("worker %d of %d: %.2f meshes/s (%g meshes per step on this worker, median "
+                 "step %.0f ms over %d steps)", index, count, meshes / median_s, meshes,
+                 1e3 * median_s, len(timed))
+
+    def local_values(self, tensor) -> list:
+        """The values of a per-replica `tensor` on this worker's replicas, concatenated."""
+        return [item for part in self.strategy.experimental_local_results(tensor)
+                for item in part.numpy().tolist()]
 
     def describe_batch(self, features: Dict[str, tf.Tensor]) -> str:
         """The meshes of this worker's part of a batch, by id when the pipeline provides
         one, else by vertex count."""
-        def gather(key):
-            return [item for part in self.strategy.experimental_local_results(features[key])
-                    for item in part.numpy().tolist()]
-
         if MESH_ID in features:
-            return ", ".join(m.decode() for m in gather(MESH_ID))
-        counts = gather("num_vertices")
+            return ", ".join(m.decode() for m in self.local_values(features[MESH_ID]))
+        counts = self.local_values(features["num_vertices"])
         return f"{len(counts)} meshes with {counts} vertices"

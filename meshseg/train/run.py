@@ -25,11 +25,12 @@ from meshseg.nn.ops import IMPLEMENTATIONS, XLA_FORMULATION
 from meshseg.train.autotune import choose_impl
 from meshseg.train.controller import Controller, Loop, Schedule
 from meshseg.train.custom_loop import CustomLoop
-from meshseg.train.distribute import barrier, is_chief, is_replicated, shard_by_data
+from meshseg.train.distribute import (barrier, check_same_start, is_chief, is_replicated,
+                                      shard_input, worker_position)
 from meshseg.train.evaluate import evaluate, make_predict_step
 from meshseg.train.hparams import log_hparams
 from meshseg.train.keras_loop import KerasLoop
-from meshseg.train.rundir import MODEL_FILE, check_resume, claim_run_dir
+from meshseg.train.rundir import CHECKPOINT_DIR, MODEL_FILE, check_resume, claim_run_dir
 from meshseg.train.summaries import peak_rss_mib, step_times
 from meshseg.train.summary import RunSummary
 
@@ -153,7 +154,8 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
         tf.config.experimental.enable_op_determinism()
     train_data, test_data, data_info = load_data(config)
     if is_replicated(strategy):
-        train_data = shard_by_data(train_data)
+        train_data = shard_input(train_data, data_info.files["train"],
+                                 worker_position(strategy)[1])
     if claim_run_dir(run_dir, cfg):
         finished = RunSummary.load(run_dir)
         if finished is not None and finished.steps >= config.steps:
@@ -174,11 +176,17 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
                         data_info.train_histogram)
 
     # Only the chief writes summaries and checkpoints; other workers write theirs (needed
-    # by the collective ops) to a scratch directory that is removed afterwards.
-    output_dir = run_dir if is_chief(strategy) else tempfile.mkdtemp(prefix="meshseg-worker-")
+    # by the collective ops) to a scratch directory that is removed afterwards. Every
+    # worker restores from the chief's checkpoints, which they must all read.
+    chief = is_chief(strategy)
+    output_dir = run_dir if chief else tempfile.mkdtemp(prefix="meshseg-worker-")
+    checkpoints = (to_absolute_path(config.checkpoint.dir) if config.checkpoint.dir
+                   else os.path.join(run_dir, CHECKPOINT_DIR))
     schedule = Schedule(config.steps, config.eval_every, config.checkpoint.every,
                         config.checkpoint.keep)
-    controller = Controller(output_dir, model, optimizer, schedule, run_eval)
+    controller = Controller(output_dir, model, optimizer, schedule, run_eval,
+                            checkpoint_dir=checkpoints if chief else None, restore_dir=checkpoints)
+    check_same_start(strategy, controller.start_step, checkpoints)
     if controller.start_step:
         log.info("resuming from the checkpoint of step %d", controller.start_step)
     try:
@@ -193,7 +201,10 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
             log_hparams(run_dir, config, summary)
         elif output_dir != run_dir:
             shutil.rmtree(output_dir, ignore_errors=True)
-    model.save(os.path.join(run_dir, MODEL_FILE), include_optimizer=False)
+    # Written aside, then renamed: the workers of a job may share the run directory.
+    aside = os.path.join(run_dir, f".{os.getpid()}.{MODEL_FILE}")
+    model.save(aside, include_optimizer=False)
+    os.replace(aside, os.path.join(run_dir, MODEL_FILE))
     barrier(strategy)
     log_results(run_dir, summary)
     return summary

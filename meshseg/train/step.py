@@ -21,22 +21,32 @@ class TrainStep:
 
     The loss is the masked cross-entropy of the global batch: each replica divides its sum
     of per-vertex losses by the number of real vertices over all replicas, and the
-    optimizer sums the replicas' gradients. Without replication the update is applied only
-    when the loss and every gradient are finite, so a bad batch leaves the weights as they
-    were (`guarded`). With a `keras.optimizers.LossScaleOptimizer` (mixed_float16) the loss
-    is scaled, and only a non-finite loss counts as bad.
+    optimizer sums the replicas' gradients. The update is applied only when the loss and
+    every gradient are finite on every replica: the replicas (of every worker) all-reduce
+    their count of non-finite results, and under a replicating strategy the update runs in
+    a `tf.cond` on that count, in cross-replica context (where a merging update may sit
+    in a branch, as Keras' `LossScaleOptimizer` does it), so all of them skip a bad batch
+    and the weights stay as they were. With a `keras.optimizers.LossScaleOptimizer`
+    (mixed_float16) the loss is scaled, and only a non-finite loss counts as bad.
+
+    With `jit`, XLA compiles the whole step without replication. With replication it
+    compiles each replica's forward and backward pass (`jit_compile` inside
+    `strategy.run`), since the replicas' all-reduce and update are merged outside XLA;
+    `replica_traces` counts those traces (one per input shape, i.e. per bucket, and per
+    replica at most).
 
     Args:
       model: the network, built in `strategy.scope()`; its trainable variables are updated.
-      optimizer: a Keras optimizer.
-      jit: compile the whole step (forward, backward, update) with XLA.
+      optimizer: a Keras optimizer; under replication built in `strategy.scope()`
+        (without, it is built at the first step, once the model's variables exist).
+      jit: compile with XLA, as above.
       strategy: the `tf.distribute.Strategy` the step runs under; TensorFlow's default
         strategy (`tf.distribute.get_strategy()` outside any scope) for one device.
 
     Call: `(features, labels) -> (loss, accuracy, finite, num_vertices)` for the global
     batch (features and labels as `meshseg.batch` defines them): float32 scalars, a bool
-    scalar and the number of real vertices. `traces` counts how often the step was traced
-    (each trace is followed by a compilation).
+    scalar (False: the update was skipped) and the number of real vertices. `traces`
+    counts how often the step was traced (each trace is followed by a compilation).
     """
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer, jit: bool,
@@ -44,25 +54,28 @@ class TrainStep:
         self.model = model
         self.optimizer = optimizer
         self.strategy = strategy
-        # Replicated updates synchronise (merge) across replicas, which cannot happen
-        # inside a tf.cond: only an unreplicated step skips a non-finite update.
-        self.guarded = not is_replicated(strategy)
         self.scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         self.traces = 0
-        self._step = tf.function(self._train_step, jit_compile=jit, reduce_retracing=not jit)
+        self.replica_traces = 0
+        replicated = is_replicated(strategy)
+        self._replica_pass = (tf.function(self._forward_backward_checked, jit_compile=True)
+                              if jit and replicated else self._forward_backward_checked)
+        self._step = tf.function(self._train_step, jit_compile=jit and not replicated,
+                                 reduce_retracing=not jit)
 
-    def loss_and_gradients(self, features, labels):
+    def forward_backward(self, features, labels, num_vertices):
         """The forward and backward pass of one replica, without the update.
 
+        Args:
+          num_vertices: the real vertices of the global batch (float32 scalar).
+
         Returns:
-          (loss, total_loss, gradients, logits, num_vertices): the replica's share of the
-          global batch's masked cross-entropy (float32 scalar); that plus any model losses
-          (scaled, under loss scaling); the gradients of `total_loss` w.r.t. the trainable
-          variables; the logits [B, V, K]; the real vertices of the global batch.
+          (loss, total_loss, gradients, logits): the replica's share of the global batch's
+          masked cross-entropy (float32 scalar); that plus any model losses (scaled, under
+          loss scaling); the gradients of `total_loss` w.r.t. the trainable variables; the
+          logits [B, V, K].
         """
-        context = tf.distribute.get_replica_context()
         valid = real_vertices(labels)
-        num_vertices = context.all_reduce(tf.distribute.ReduceOp.SUM, tf.reduce_sum(valid))
         with tf.GradientTape() as tape:
             logits = self.model(features, training=True)
             loss = masked_cross_entropy(labels, logits) * tf.reduce_sum(valid) / num_vertices
@@ -70,36 +83,51 @@ class TrainStep:
             if self.scaling:
                 total_loss = self.optimizer.scale_loss(total_loss)
         gradients = tape.gradient(total_loss, self.model.trainable_variables)
-        return loss, total_loss, gradients, logits, num_vertices
+        return loss, total_loss, gradients, logits
 
-    def _replica_step(self, features, labels):
-        loss, total_loss, gradients, logits, num_vertices = self.loss_and_gradients(
-            features, labels)
-        variables = self.model.trainable_variables
+    def loss_and_gradients(self, features, labels):
+        """`forward_backward` of one replica, with the global batch's real vertices
+        all-reduced; returns (loss, total_loss, gradients, logits, num_vertices)."""
+        num_vertices = tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM, tf.reduce_sum(real_vertices(labels)))
+        return (*self.forward_backward(features, labels, num_vertices), num_vertices)
+
+    def _forward_backward_checked(self, features, labels, num_vertices):
+        self.replica_traces += 1
+        loss, total_loss, gradients, logits = self.forward_backward(features, labels,
+                                                                    num_vertices)
         # With loss scaling, non-finite gradients are expected now and then: the
         # LossScaleOptimizer skips those updates and lowers the scale itself.
         checked = [loss] if self.scaling else [total_loss] + gradients
         finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in checked])
-        if not self.optimizer.built:  # its variables must exist outside the tf.cond below
-            self.optimizer.build(variables)
-        if self.guarded:
-            tf.cond(finite, lambda: self._apply(gradients, variables), lambda: tf.constant(False))
-        else:
-            self._apply(gradients, variables)
-        accuracy = correct_vertices(labels, logits) / num_vertices
-        return loss, accuracy, 1.0 - tf.cast(finite, tf.float32), num_vertices
+        correct = correct_vertices(labels, logits)
+        return loss, gradients, correct, 1.0 - tf.cast(finite, tf.float32)
 
-    def _apply(self, gradients, variables):
-        self.optimizer.apply_gradients(zip(gradients, variables))
-        return tf.constant(True)
+    def _replica_step(self, features, labels):
+        num_vertices = tf.distribute.get_replica_context().all_reduce(
+            tf.distribute.ReduceOp.SUM, tf.reduce_sum(real_vertices(labels)))
+        loss, gradients, correct, bad = self._replica_pass(features, labels, num_vertices)
+        return loss, correct / num_vertices, bad, num_vertices, gradients
+
+    def _apply(self, gradients):
+        self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables))
 
     def _train_step(self, features, labels):
         self.traces += 1
         results = self.strategy.run(self._replica_step, args=(features, labels))
+        if not self.optimizer.built:  # its variables must exist outside the tf.cond below
+            self.optimizer.build(self.model.trainable_variables)
         loss, accuracy, bad = (self.strategy.reduce(tf.distribute.ReduceOp.SUM, r, axis=None)
                                for r in results[:3])
+        finite = bad == 0
+
+        def apply():
+            self.strategy.run(self._apply, args=(results[4],))
+            return tf.constant(True)
+
+        tf.cond(finite, apply, lambda: tf.constant(False))
         num_vertices = self.strategy.experimental_local_results(results[3])[0]
-        return loss, accuracy, bad == 0, num_vertices
+        return loss, accuracy, finite, num_vertices
 
     def __call__(self, features, labels):
         return self._step(without_mesh_ids(features), labels)

@@ -1,6 +1,9 @@
 """Tiny training runs for the tests: the composed config, an in-process run, the train.py
 command line, and what a run writes (event-file scalars, saved weights)."""
 
+import json
+import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -92,3 +95,38 @@ def scalars(run_dir, split: str) -> dict:
 def final_weights(run_dir) -> list:
     """The weights of `<run_dir>/model.keras`."""
     return keras.models.load_model(Path(run_dir) / "model.keras").get_weights()
+
+
+def free_ports(count: int, consecutive: bool = False) -> list:
+    """`count` TCP ports on 127.0.0.1 that are free now (with `consecutive`, a run of
+    `count` ports starting at the first)."""
+    while True:
+        sockets = [socket.socket() for _ in range(count)]
+        try:
+            sockets[0].bind(("127.0.0.1", 0))
+            first = sockets[0].getsockname()[1]
+            for offset, s in enumerate(sockets[1:], start=1):
+                s.bind(("127.0.0.1", first + offset if consecutive else 0))
+            return [s.getsockname()[1] for s in sockets]
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+
+
+def worker_env(ports: list, index: int) -> dict:
+    """The environment of worker `index` of a CPU-only cluster on 127.0.0.1 `ports`."""
+    cluster = {"worker": [f"127.0.0.1:{port}" for port in ports]}
+    return {**os.environ, "CUDA_VISIBLE_DEVICES": "",
+            "TF_CONFIG": json.dumps({"cluster": cluster,
+                                     "task": {"type": "worker", "index": index}})}
+
+
+def start_workers(dataset: dict, run_dirs: list, ports: list, *overrides: str) -> list:
+    """Starts one `train.py strategy=multi_worker` process per port (worker i writes to
+    `run_dirs[i]`); returns the `subprocess.Popen`s (text stdout with stderr merged)."""
+    return [subprocess.Popen(train_command(dataset, run_dir, "strategy=multi_worker", *overrides),
+                             cwd=PROJECT, env=worker_env(ports, index), stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+            for index, run_dir in enumerate(run_dirs)]
