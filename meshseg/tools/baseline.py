@@ -1,0 +1,267 @@
+"""The per-vertex descriptor baseline: what a classifier with no convolution gets on a
+data set's splits.
+
+    python -m meshseg.tools.baseline [config overrides, as for train.py] [options]
+    python -m meshseg.tools.baseline data=human_parts --features xyz,hks
+    python -m meshseg.tools.baseline experiment=human_parts --features hks --out hks.json
+    python -m meshseg.tools.baseline data=rna_250 --classifier mlp --max-train-vertices 500000
+
+The overrides are composed into the `train` config exactly as `train.py` composes them, so
+the baseline reads the same mesh folder, label files (`data.labels`, `data.label_offset`,
+`data.num_classes`) and `train.txt` / `test.txt` splits as the run (`data.source` must be
+`mesh_folder`). Each vertex gets the `--features` of its mesh (`meshseg.data.descriptors`):
+
+- `xyz`: the position centred at the mesh's area-weighted centroid, the mesh scaled to
+  unit area (3 channels; not `data.mean_center` / `data.unit_scale`);
+- `hks`: the heat kernel signature at 16 log-spaced times in [0.01, 2] from 128 eigenpairs
+  of the robust Laplacian, each channel as log minus its area-weighted mean (16 channels);
+- `normals`: the area-weighted unit vertex normal (3 channels).
+
+Descriptors are cached per mesh in `--cache-dir` (`<key>.npz`, the key a SHA-256 of the
+mesh file's hash and the descriptor settings), so a second run reads them back. A
+classifier (`--classifier`: scikit-learn's HistGradientBoostingClassifier, or an
+MLPClassifier on standardised features where trees are too slow for hundreds of classes)
+is fitted on the training vertices (a seeded random subset of `--max-train-vertices`) and
+scored on every test vertex with the run's own scoring (`meshseg.train.evaluate.scores`):
+per-vertex accuracy, mean IoU over the classes present, and the majority baseline (always
+the most frequent training class, counted over all training vertices). It prints those and
+a markdown results row; `--out` writes them as JSON, `--predictions` writes each test
+mesh's predicted labels as `<stem>.txt` (minus `data.label_offset`: the label files'
+convention).
+
+A mistake ends with one line and its exit status (`meshseg.cli`): 2 for an override, option
+or path, 4 for a mesh or label file that is missing or invalid (named).
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from meshseg.cli import at_least, command, output_dir
+from meshseg.console import start_tensorflow_quietly
+from meshseg.data.convert import split_file_pairs
+from meshseg.data.descriptors import (heat_kernel_signature, normalized_positions,
+                                      vertex_normals)
+from meshseg.data.meshfiles import file_sha256, load_geometry, load_label_file
+from meshseg.data.validate import InvalidMeshError, validate_labels
+from meshseg.errors import ConfigError, DataError
+from meshseg.tools.input_bound import composed_config
+
+FEATURES = ("xyz", "hks", "normals")
+CLASSIFIERS = ("hist_gradient_boosting", "mlp")
+SPLITS = ("train", "test")
+HKS_SETTINGS = {"num_times": 16, "t_min": 0.01, "t_max": 2.0, "num_eigenpairs": 128}
+CACHE_FORMAT = 1  # raised when what a cached .npz holds changes
+
+
+def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
+    """{split: (mesh paths, label paths)} of the composed `data` config's mesh folder,
+    resolved as the converter resolves them (`meshseg.data.convert.split_file_pairs`).
+
+    Raises:
+      ConfigError: if `data.source` is not `mesh_folder`, `data.root` is not a folder, or
+        a split lists no mesh.
+      DataError: if a split file, a mesh or its label file is missing.
+    """
+    if data.source != "mesh_folder":
+        raise ConfigError(f"data.source={data.source}: the baseline reads mesh files; choose "
+                          "a data config with source mesh_folder")
+    root = Path(data.root)
+    if not root.is_dir():
+        raise ConfigError(f"data.root={data.root!r} is not a folder; pass data.root=<path>")
+    pairs = {}
+    for split in SPLITS:
+        pairs[split] = split_file_pairs(root / data.meshes, root / data.labels,
+                                        root / f"{split}.txt")
+        if not pairs[split][0]:
+            raise ConfigError(f"{root / f'{split}.txt'} lists no mesh")
+    return pairs
+
+
+def mesh_descriptors(mesh_path: Path, cache_dir: Path) -> dict[str, np.ndarray]:
+    """{"xyz": float32 [V, 3], "hks": float32 [V, 16], "normals": float32 [V, 3]} of one
+    mesh (see the module docstring), read from `cache_dir` when computed before.
+
+    Raises:
+      DataError: naming the file, if the mesh is unreadable or invalid.
+    """
+    settings = json.dumps({"sha256": file_sha256(mesh_path), "hks": HKS_SETTINGS,
+                           "format": CACHE_FORMAT}, sort_keys=True)
+    cached = cache_dir / f"{hashlib.sha256(settings.encode()).hexdigest()}.npz"
+    if cached.is_file():
+        with np.load(cached) as stored:
+            return {name: stored[name] for name in FEATURES}
+    try:
+        geometry = load_geometry(mesh_path)
+        vertices, triangles = geometry.vertices.astype(np.float64), geometry.triangles
+        descriptors = {"xyz": normalized_positions(vertices, triangles),
+                       "hks": heat_kernel_signature(vertices, triangles, **HKS_SETTINGS),
+                       "normals": vertex_normals(vertices, triangles)}
+    except (InvalidMeshError, ValueError) as error:
+        raise DataError(f"{mesh_path}: {error}") from error
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    partial = cached.with_suffix(f".{os.getpid()}.partial.npz")
+    np.savez(partial, **descriptors)
+    os.replace(partial, cached)
+    return descriptors
+
+
+def split_arrays(mesh_paths: list[Path], label_paths: list[Path], features: list[str],
+                 data, cache_dir: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per mesh: the feature matrix float32 [V, C] (the `features` side by side, in order)
+    and the classes int64 [V] (label file + `data.label_offset`).
+
+    Raises:
+      DataError: naming the file, for an invalid mesh or label file, or labels that do
+        not fit the mesh or lie outside [0, data.num_classes).
+    """
+    inputs, classes = [], []
+    for mesh_path, label_path in zip(mesh_paths, label_paths):
+        descriptors = mesh_descriptors(mesh_path, cache_dir)
+        try:
+            labels = load_label_file(label_path) + data.label_offset
+            validate_labels(labels, len(descriptors["xyz"]), data.num_classes)
+        except InvalidMeshError as error:
+            raise DataError(f"{label_path}: {error}") from error
+        inputs.append(np.concatenate([descriptors[name] for name in features], axis=1))
+        classes.append(labels)
+    return inputs, classes
+
+
+def build_classifier(name: str, max_iter: int, seed: int):
+    """An unfitted scikit-learn classifier: `hist_gradient_boosting` (max_iter boosting
+    rounds, early stopping on 10% of the training vertices) or `mlp` (two hidden layers of
+    256, Adam, standardised inputs, max_iter epochs with early stopping)."""
+    if name == "hist_gradient_boosting":
+        from sklearn.ensemble import HistGradientBoostingClassifier
+        return HistGradientBoostingClassifier(max_iter=max_iter, random_state=seed)
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    return make_pipeline(StandardScaler(), MLPClassifier(
+        hidden_layer_sizes=(256, 256), max_iter=max_iter,
+        early_stopping=True, random_state=seed))
+
+
+def run_baseline(overrides: list[str], features: list[str], classifier: str,
+                 max_train_vertices: int | None, max_iter: int, seed: int,
+                 cache_dir: Path, predictions_dir: Path | None = None) -> dict:
+    """Fits the baseline on the training split of the composed config and scores it on the
+    test split (see the module docstring).
+
+    Returns:
+      JSON-serialisable dict: `data` (name, root), `features`, `classifier`, vertex and mesh
+      counts, `accuracy`, `mean_iou`, `majority_baseline_accuracy`, and the seconds spent
+      on descriptors, fitting and in all (`wall_s`).
+
+    Raises:
+      ConfigError, DataError: see `split_pairs`, `split_arrays`.
+    """
+    started = time.perf_counter()
+    data = composed_config(overrides).data
+    pairs = split_pairs(data)
+    train_inputs, train_classes = split_arrays(*pairs["train"], features, data, cache_dir)
+    test_inputs, test_classes = split_arrays(*pairs["test"], features, data, cache_dir)
+    descriptor_s = time.perf_counter() - started
+    inputs, classes = np.concatenate(train_inputs), np.concatenate(train_classes)
+    if max_train_vertices is not None and max_train_vertices < len(classes):
+        chosen = np.random.default_rng(seed).choice(len(classes), max_train_vertices,
+                                                    replace=False)
+        inputs, classes = inputs[chosen], classes[chosen]
+    model = build_classifier(classifier, max_iter, seed)
+    fit_started = time.perf_counter()
+    model.fit(inputs, classes)
+    fit_s = time.perf_counter() - fit_started
+    num_classes = data.num_classes
+    confusion = np.zeros([num_classes, num_classes], np.int64)
+    for mesh_path, mesh_inputs, true in zip(pairs["test"][0], test_inputs, test_classes):
+        predicted = model.predict(mesh_inputs).astype(np.int64)
+        np.add.at(confusion, (true, predicted), 1)
+        if predictions_dir is not None:
+            predictions_dir.mkdir(parents=True, exist_ok=True)
+            np.savetxt(predictions_dir / f"{mesh_path.stem}.txt",
+                       predicted - data.label_offset, fmt="%d")
+    train_histogram = np.bincount(np.concatenate(train_classes), minlength=num_classes)
+    start_tensorflow_quietly()
+    from meshseg.train.evaluate import scores
+    return {"data": data.name, "root": str(data.root), "features": features,
+            "classifier": classifier, "train_meshes": len(train_inputs),
+            "test_meshes": len(test_inputs), "train_vertices": len(classes),
+            "all_train_vertices": int(train_histogram.sum()),
+            "test_vertices": int(confusion.sum()), "num_classes": num_classes,
+            **scores(confusion, train_histogram), "descriptor_s": round(descriptor_s, 2),
+            "fit_s": round(fit_s, 2), "wall_s": round(time.perf_counter() - started, 2)}
+
+
+def markdown_row(result: dict, command_line: str) -> str:
+    """One row of a results table: data, features, classifier, training vertices used,
+    accuracy, mean IoU, majority baseline, wall time (s), command."""
+    return (f"| {result['data']} | {'+'.join(result['features'])} | {result['classifier']} | "
+            f"{result['train_vertices']} of {result['all_train_vertices']} | "
+            f"{result['accuracy']:.3f} | {result['mean_iou']:.3f} | "
+            f"{result['majority_baseline_accuracy']:.3f} | {result['wall_s']:.0f} | "
+            f"`{command_line}` |")
+
+
+def feature_list(text: str) -> list[str]:
+    """argparse type: a comma-separated list of `FEATURES`, each at most once."""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in FEATURES]
+    if not names or unknown or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(
+            f"must be distinct names from {', '.join(FEATURES)}, comma-separated; got {text!r}")
+    return names
+
+
+@command
+def main(argv=None) -> None:
+    """Command-line entry point: prints the scores and a markdown row (exit statuses: see
+    the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("overrides", nargs="*", help="config overrides, as for train.py")
+    parser.add_argument("--features", type=feature_list, default=["xyz", "hks"],
+                        help=f"comma-separated, from {', '.join(FEATURES)} (default xyz,hks)")
+    parser.add_argument("--classifier", choices=CLASSIFIERS, default=CLASSIFIERS[0])
+    parser.add_argument("--max-train-vertices", type=at_least(1), default=None,
+                        help="fit on a seeded random subset of this many training vertices")
+    parser.add_argument("--max-iter", type=at_least(1), default=100,
+                        help="boosting rounds (hist_gradient_boosting) or epochs (mlp)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--cache-dir", default="data/cache/descriptors",
+                        help="per-mesh descriptor cache")
+    parser.add_argument("--out", help="write the result as JSON to this file")
+    parser.add_argument("--predictions", help="write <stem>.txt test predictions here")
+    args = parser.parse_intermixed_args(argv)
+    output_dir("--cache-dir", args.cache_dir)
+    if args.out:
+        output_dir("--out", args.out, folder=os.path.dirname(args.out) or ".")
+        if os.path.isdir(args.out):
+            raise ConfigError(f"--out {args.out}: is a folder, not a file")
+    if args.predictions:
+        output_dir("--predictions", args.predictions)
+    command_line = shlex.join(["python", "-m", "meshseg.tools.baseline",
+                               *(sys.argv[1:] if argv is None else argv)])
+    result = run_baseline(args.overrides, args.features, args.classifier,
+                          args.max_train_vertices, args.max_iter, args.seed,
+                          Path(args.cache_dir),
+                          Path(args.predictions) if args.predictions else None)
+    result["command"] = command_line
+    print(f"{result['data']}: test accuracy {result['accuracy']:.4f}, mean IoU "
+          f"{result['mean_iou']:.4f}, majority baseline "
+          f"{result['majority_baseline_accuracy']:.4f} ({'+'.join(args.features)}, "
+          f"{args.classifier} on {result['train_vertices']} training vertices, "
+          f"{result['wall_s']:.0f} s)")
+    print(markdown_row(result, command_line))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The descriptor baseline: on a mesh folder whose labels are a function of position it
+classifies the test meshes well, reports the accuracy of the predictions it writes, reads
+its descriptors back from the cache, and ends a user's mistake with one line."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import trimesh
+from scipy.spatial.transform import Rotation
+
+from meshseg.tools import baseline
+from tests.helpers.runs import PROJECT
+
+NUM_CLASSES = 4
+
+
+def quadrant_labels(vertices: np.ndarray) -> np.ndarray:
+    """Class of each vertex: which of the four (x, z) quadrants around the centre it is in."""
+    centred = vertices - vertices.mean(axis=0)
+    return (centred[:, 0] > 0).astype(int) + 2 * (centred[:, 2] > 0).astype(int)
+
+
+@pytest.fixture(scope="module")
+def mesh_folder(tmp_path_factory):
+    """8 ellipsoids (6 train, 2 test) of different sizes and places, labelled by quadrant;
+    the layout of conf/data/rna_sample.yaml with labels 0..3 and no offset."""
+    root = tmp_path_factory.mktemp("quadrants")
+    (root / "labels").mkdir()
+    rng = np.random.default_rng(0)
+    names = []
+    for index in range(8):
+        sphere = trimesh.creation.icosphere(2)
+        axes = rng.uniform(0.6, 1.4, 3)
+        vertices = sphere.vertices * axes
+        labels = quadrant_labels(vertices)
+        vertices = rng.uniform(0.5, 3.0) * vertices + rng.normal(0, 5, 3)
+        trimesh.Trimesh(vertices, sphere.faces, process=False).export(root / f"m{index}.ply")
+        np.savetxt(root / "labels" / f"m{index}.txt", labels, fmt="%d")
+        names.append(f"m{index}.ply")
+    (root / "train.txt").write_text("\n".join(names[:6]) + "\n")
+    (root / "test.txt").write_text("\n".join(names[6:]) + "\n")
+    return root
+
+
+def overrides(root) -> list:
+    return ["data=rna_sample", "data.name=quadrants", f"data.root={root}", "data.meshes=.",
+            "data.label_offset=0", f"data.num_classes={NUM_CLASSES}"]
+
+
+def test_baseline_learns_position_labels_and_reports_its_predictions_accuracy(
+        mesh_folder, tmp_path, capsys):
+    out, predictions = tmp_path / "result.json", tmp_path / "predictions"
+    baseline.main(overrides(mesh_folder) + [
+        "--features", "xyz,normals", "--cache-dir", str(tmp_path / "cache"),
+        "--out", str(out), "--predictions", str(predictions)])
+    result = json.loads(out.read_text())
+    assert result["accuracy"] > 0.9 and result["mean_iou"] > 0.8
+    true, predicted = [], []
+    for name in ("m6", "m7"):
+        true.append(np.loadtxt(mesh_folder / "labels" / f"{name}.txt", dtype=int))
+        predicted.append(np.loadtxt(predictions / f"{name}.txt", dtype=int))
+    true, predicted = np.concatenate(true), np.concatenate(predicted)
+    assert result["accuracy"] == pytest.approx(np.mean(true == predicted), abs=1e-12)
+    assert result["test_vertices"] == len(true)
+    train_labels = np.concatenate([np.loadtxt(mesh_folder / "labels" / f"m{i}.txt", dtype=int)
+                                   for i in range(6)])
+    majority = np.argmax(np.bincount(train_labels, minlength=NUM_CLASSES))
+    assert result["majority_baseline_accuracy"] == pytest.approx(np.mean(true == majority))
+    assert result["train_vertices"] == result["all_train_vertices"] == len(train_labels)
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert row.startswith("| quadrants | xyz+normals | hist_gradient_boosting | ")
+    assert f"| {result['accuracy']:.3f} |" in row and "--features xyz,normals" in row
+
+
+def test_second_run_reads_descriptors_from_the_cache(mesh_folder, tmp_path, monkeypatch):
+    cache = tmp_path / "cache"
+    first = baseline.run_baseline(overrides(mesh_folder), ["hks"], "hist_gradient_boosting",
+                                  None, 100, 0, cache)
+    assert len(list(cache.glob("*.npz"))) == 8
+
+    def recompute(*_, **__):
+        raise AssertionError("descriptors recomputed despite the cache")
+
+    monkeypatch.setattr(baseline, "heat_kernel_signature", recompute)
+    second = baseline.run_baseline(overrides(mesh_folder), ["hks"], "hist_gradient_boosting",
+                                   None, 100, 0, cache)
+    assert second["accuracy"] == first["accuracy"]  # same seed, same descriptors
+
+
+def test_mlp_on_a_training_subset(mesh_folder, tmp_path):
+    result = baseline.run_baseline(overrides(mesh_folder), ["xyz"], "mlp", 500, 200, 0,
+                                   tmp_path / "cache")
+    assert result["train_vertices"] == 500 and result["all_train_vertices"] == 6 * 162
+    assert result["accuracy"] > 0.9
+
+
+@pytest.mark.slow  # a subprocess per case (Hydra's start-up)
+@pytest.mark.parametrize("mistake, status, message", [
+    (["--features", "xyz,curvature"], 2, "argument --features: must be distinct names"),
+    (["data.root=/nonexistent/folder"], 2, "data.root='/nonexistent/folder' is not a folder"),
+    (["data=tfrecords", "data.train_files=a", "data.test_files=b"], 2,
+     "data.source=tfrecords: the baseline reads mesh files"),
+    (["data.num_classes=3"], 4, "outside [0, 3) (num_classes=3)"),
+])
+def test_a_mistake_ends_with_one_line_and_its_exit_status(mesh_folder, tmp_path, mistake,
+                                                          status, message):
+    command = [sys.executable, "-m", "meshseg.tools.baseline", *overrides(mesh_folder),
+               "--cache-dir", str(tmp_path / "cache"), *mistake]
+    finished = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True,
+                              timeout=120)
+    assert finished.returncode == status
+    lines = finished.stderr.strip().splitlines()
+    assert message in lines[-1] and "Traceback" not in finished.stderr
+    if status == 4:
+        assert len(lines) == 1 and "m0.txt" in lines[0]
+
+
+def test_an_empty_test_split_is_refused_naming_the_split_file(mesh_folder, tmp_path, capsys):
+    root = tmp_path / "empty_test"
+    root.mkdir()
+    (root / "labels").symlink_to(mesh_folder / "labels")
+    (root / "m0.ply").symlink_to(mesh_folder / "m0.ply")
+    (root / "train.txt").write_text("m0.ply\n")
+    (root / "test.txt").write_text("\n")
+    with pytest.raises(SystemExit) as exit_info:
+        baseline.main(overrides(root) + ["--cache-dir", str(tmp_path / "cache")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == f"error: {root / 'test.txt'} lists no mesh\n"
