@@ -57,6 +57,9 @@ def main(cfg: DictConfig) -> float:
         # The settings were checked before Hydra wrote anything (`RunDirCheck`), before
         # TensorFlow starts (threads=-1 would abort it). Threads and the distribution
         # strategy are set before any TensorFlow op runs.
+        from meshseg.console import start_tensorflow_quietly
+
+        start_tensorflow_quietly()  # without TensorFlow's C++ start-up lines
         from meshseg.train.distribute import configure_runtime
 
         strategy = configure_runtime(cfg.threads, OmegaConf.to_object(cfg.strategy))

@@ -173,6 +173,13 @@ class StrategyConfig:
 
 
 @dataclass
+class SummariesConfig:
+    """What the run writes to TensorBoard besides its scalars."""
+
+    meshes: int = 2  # test meshes shown in the Mesh dashboard at each evaluation (0: none)
+
+
+@dataclass
 class TrainConfig:
     """Everything a run is configured by; `python train.py --cfg job` prints it."""
 
@@ -183,6 +190,7 @@ class TrainConfig:
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
+    summaries: SummariesConfig = field(default_factory=SummariesConfig)
     seed: int = 0
     jit: bool = False  # compile the train and eval steps with XLA (jit_compile=True)
     steps: int = 500  # training steps (batches)
@@ -202,7 +210,7 @@ COUNTS = ("steps", "eval_every", "checkpoint.every", "checkpoint.keep", "data.nu
           "optimizer.decay_steps", "strategy.cpu_devices")
 # The range [low, high] (high None: unbounded) of every integer setting but
 # data.label_offset (any integer) and data.augment.up_axis (`AugmentConfig.check`).
-INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, None),
+INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, None), "summaries.meshes": (0, None),
                   "strategy.port_base": (1, 65535),
                   **{key: (1, None) for key in COUNTS}}
 POSITIVE = ("optimizer.learning_rate", "optimizer.decay_rate", "optimizer.epsilon",

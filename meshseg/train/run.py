@@ -18,6 +18,7 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
 from meshseg.config import ModelConfig, OptimizerConfig, TrainConfig, checked_config
+from meshseg.data.pipeline import sample_meshes
 from meshseg.data.sources import DataInfo, build_datasets
 from meshseg.errors import ConfigError, DataError
 from meshseg.nn.model import MeshSegmentationNet
@@ -30,7 +31,9 @@ from meshseg.train.distribute import (barrier, check_same_start, is_chief, is_re
 from meshseg.train.evaluate import evaluate, make_predict_step
 from meshseg.train.hparams import log_hparams
 from meshseg.train.keras_loop import KerasLoop
-from meshseg.train.rundir import CHECKPOINT_DIR, MODEL_FILE, check_resume, claim_run_dir
+from meshseg.train.mesh_summaries import MeshSummaries
+from meshseg.train.rundir import (CHECKPOINT_DIR, MODEL_FILE, SUMMARY_FILE, check_resume,
+                                  claim_run_dir)
 from meshseg.train.summaries import peak_rss_mib, step_times
 from meshseg.train.summary import RunSummary
 
@@ -170,8 +173,13 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
         optimizer = build_optimizer(model, config.optimizer, config.precision)
     loop = build_loop(config, model, optimizer, train_data, strategy)
     predict_step = make_predict_step(model, config.jit)
+    mesh_summaries = MeshSummaries(
+        sample_meshes(data_info.files["test"], config.summaries.meshes,
+                      config.data.mean_center, config.data.unit_scale), model)
 
     def run_eval():
+        # Called by the controller after it logged the step, so steps_done is this step.
+        mesh_summaries.write(controller.logger.eval_writer, controller.logger.steps_done)
         return evaluate(predict_step, test_data, config.data.num_classes,
                         data_info.train_histogram)
 
@@ -223,11 +231,18 @@ def summarize(controller: Controller, impl: str, strategy: tf.distribute.Strateg
 
 
 def log_results(run_dir: str, summary: RunSummary) -> None:
-    """The run's headline numbers, in the console log."""
-    log.info("run directory: %s", run_dir)
-    log.info("median step time %.1f ms, compile time %.1f s, wall time %.0f s",
-             summary.median_step_time_ms or float("nan"), summary.compile_time_s,
-             summary.wall_time_s)
+    """The run's closing summary in the console log: steps and times, test accuracy
+    against the majority-class baseline, where the outputs are, and the TensorBoard
+    command that shows them."""
+    log.info("%d steps: median step time %.1f ms, compile time %.1f s, wall time %.0f s",
+             summary.steps, summary.median_step_time_ms or float("nan"),
+             summary.compile_time_s, summary.wall_time_s)
     log.info("test accuracy %.4f (majority-class baseline %.4f), mean IoU %.4f",
              summary.eval_accuracy, summary.eval_majority_baseline_accuracy,
              summary.eval_mean_iou)
+    log.info("run directory: %s", run_dir)
+    log.info("outputs: %s, %s, %s/, train/ and eval/ event files", MODEL_FILE, SUMMARY_FILE,
+             CHECKPOINT_DIR)
+    relative = os.path.relpath(run_dir)
+    log.info("curves and meshes: tensorboard --logdir %s",
+             run_dir if relative.startswith("..") else relative)
