@@ -70,8 +70,8 @@ def main(cfg: DictConfig) -> float:
         log.error("%s", error)
         if isinstance(error, Interrupted):
             overrides = [arg for arg in sys.argv[1:] if not arg.startswith("resume=")]
-            log.error("resume with: %s train.py %s resume=%s",
-                      os.path.relpath(sys.executable), " ".join(overrides), cfg.resume or run_dir)
+            log.error("resume with: %s", " ".join([os.path.relpath(sys.executable), "train.py",
+                                                   *overrides, f"resume={cfg.resume or run_dir}"]))
         sys.exit(error.exit_code)
     return summary.eval_accuracy
 
