@@ -8,6 +8,7 @@ checkpoint. (A checkpoint with a step counter, as tensorflow/models' orbit contr
 """
 
 import os
+import signal
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Protocol
 
@@ -90,25 +91,29 @@ class Controller:
             loop.run(self)
 
     def step_done(self, step: int, loss: float, accuracy: float, seconds: float,
-                  num_vertices: int, compiled: bool) -> None:
+                  num_vertices: int, compiled: bool, stop: Optional[bool] = None) -> None:
         """Logs step `step`, then evaluates every `eval_every` steps and at the last step;
         flushes the event files and saves a checkpoint every `checkpoint_every` steps, at
-        the last step and when a stop signal arrived; then raises `Interrupted` for it.
+        the last step and when the run stops; then raises `Interrupted` for the stop.
 
         Args:
           seconds: the step's wall time (s); compiled: whether it traced/compiled.
+          stop: whether the run stops after this step: whether any worker had received
+            SIGINT/SIGTERM before it (the loop all-reduces that, so all workers stop
+            after the same step); None: whether this process received one.
         """
         self.logger.log_step(step, loss, accuracy, seconds, num_vertices, compiled)
         last = step == self.schedule.steps
+        stop = self.signals.received is not None if stop is None else stop
         if step % self.schedule.eval_every == 0 or last:
             self.logger.log_eval(step, self.run_eval())
-        if step % self.schedule.checkpoint_every == 0 or last or self.signals.received:
+        if step % self.schedule.checkpoint_every == 0 or last or stop:
             self.logger.flush()
             self.checkpoint.save(step)
-        if self.signals.received:
-            raise Interrupted(f"stopped by signal {self.signals.received} after step {step}; "
-                              f"checkpoint saved in {self.checkpoint.directory}",
-                              self.signals.received)
+        if stop:
+            signum = self.signals.received or signal.SIGTERM  # else another worker's signal
+            raise Interrupted(f"stopped by signal {signum} after step {step}; "
+                              f"checkpoint saved in {self.checkpoint.directory}", signum)
 
     def stop_non_finite(self, step: int, loss: float, detail: str) -> None:
         """Ends the run at a step with a non-finite loss or gradient.

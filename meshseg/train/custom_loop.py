@@ -40,6 +40,7 @@ class CustomLoop:
                  dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, jit: bool):
         self.train_step = TrainStep(model, optimizer, jit, strategy)
         self.strategy = strategy
+        self.num_workers = worker_position(strategy)[1]
         self.dataset = dataset
 
     def run(self, controller: Controller) -> None:
@@ -59,7 +60,8 @@ class CustomLoop:
                 features, labels = next(batches)
                 traces = self.train_step.traces
                 start = time.perf_counter()
-                loss, accuracy, finite, num_vertices = self.train_step(features, labels)
+                loss, accuracy, finite, num_vertices, stopping = self.train_step(
+                    features, labels, stop=controller.signals.received is not None)
                 loss = float(loss)  # waits for the step to finish
                 seconds = time.perf_counter() - start
                 if not bool(finite):
@@ -69,8 +71,11 @@ class CustomLoop:
                 compiled = self.train_step.traces > traces
                 if not compiled:
                     timed.append((seconds, len(self.local_values(features["num_vertices"]))))
+                # Several workers stop after the same step: the first that any of them
+                # began with a stop signal received.
                 controller.step_done(step, loss, float(accuracy), seconds, int(num_vertices),
-                                     compiled=compiled)
+                                     compiled=compiled,
+                                     stop=bool(stopping) if self.num_workers > 1 else None)
         finally:
             self.log_throughput(timed)
             log.info("the step traced %d times; its per-replica pass (XLA under jit with "

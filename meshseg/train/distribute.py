@@ -1,7 +1,6 @@
 """tf.distribute strategies by name, the cluster of a multi-worker run, how its input is
 sharded, and which worker writes outputs."""
 
-import json
 import logging
 import os
 import signal
@@ -88,8 +87,6 @@ def cluster_resolver(port_base: int) -> tf.distribute.cluster_resolver.ClusterRe
     per_node = job.num_tasks // job.num_nodes
     workers = [f"{job.hostnames[rank // per_node]}:{port_base + rank % per_node}"
                for rank in range(job.num_tasks)]
-    os.environ["TF_CONFIG"] = json.dumps(  # for the run directory's job id, and for logs
-        {"cluster": {"worker": workers}, "task": {"type": "worker", "index": job.global_rank}})
     return tf.distribute.cluster_resolver.SimpleClusterResolver(
         tf.train.ClusterSpec({"worker": workers}), task_type="worker",
         task_id=job.global_rank, rpc_layer="grpc")

@@ -43,10 +43,12 @@ class TrainStep:
       strategy: the `tf.distribute.Strategy` the step runs under; TensorFlow's default
         strategy (`tf.distribute.get_strategy()` outside any scope) for one device.
 
-    Call: `(features, labels) -> (loss, accuracy, finite, num_vertices)` for the global
-    batch (features and labels as `meshseg.batch` defines them): float32 scalars, a bool
-    scalar (False: the update was skipped) and the number of real vertices. `traces`
-    counts how often the step was traced (each trace is followed by a compilation).
+    Call: `(features, labels, stop=False) -> (loss, accuracy, finite, num_vertices,
+    stopping)` for the global batch (features and labels as `meshseg.batch` defines them):
+    float32 scalars, a bool scalar (False: the update was skipped), the number of real
+    vertices, and whether any worker passed `stop=True` (a stop signal; all-reduced with
+    the step's results, so every worker of a multi-worker run stops after the same step).
+    `traces` counts how often the step was traced (each trace is followed by a compilation).
     """
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer, jit: bool,
@@ -103,34 +105,35 @@ class TrainStep:
         correct = correct_vertices(labels, logits)
         return loss, gradients, correct, 1.0 - tf.cast(finite, tf.float32)
 
-    def _replica_step(self, features, labels):
+    def _replica_step(self, features, labels, stop):
         num_vertices = tf.distribute.get_replica_context().all_reduce(
             tf.distribute.ReduceOp.SUM, tf.reduce_sum(real_vertices(labels)))
         loss, gradients, correct, bad = self._replica_pass(features, labels, num_vertices)
-        return loss, correct / num_vertices, bad, num_vertices, gradients
+        # (an identity per replica, so that the replicas' values are reduced, not merged)
+        return loss, correct / num_vertices, bad, tf.identity(stop), num_vertices, gradients
 
     def _apply(self, gradients):
         self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables))
 
-    def _train_step(self, features, labels):
+    def _train_step(self, features, labels, stop):
         self.traces += 1
-        results = self.strategy.run(self._replica_step, args=(features, labels))
+        results = self.strategy.run(self._replica_step, args=(features, labels, stop))
         if not self.optimizer.built:  # its variables must exist outside the tf.cond below
             self.optimizer.build(self.model.trainable_variables)
-        loss, accuracy, bad = (self.strategy.reduce(tf.distribute.ReduceOp.SUM, r, axis=None)
-                               for r in results[:3])
+        loss, accuracy, bad, stops = (
+            self.strategy.reduce(tf.distribute.ReduceOp.SUM, r, axis=None) for r in results[:4])
         finite = bad == 0
 
         def apply():
-            self.strategy.run(self._apply, args=(results[4],))
+            self.strategy.run(self._apply, args=(results[5],))
             return tf.constant(True)
 
         tf.cond(finite, apply, lambda: tf.constant(False))
-        num_vertices = self.strategy.experimental_local_results(results[3])[0]
-        return loss, accuracy, finite, num_vertices
+        num_vertices = self.strategy.experimental_local_results(results[4])[0]
+        return loss, accuracy, finite, num_vertices, stops > 0
 
-    def __call__(self, features, labels):
-        return self._step(without_mesh_ids(features), labels)
+    def __call__(self, features, labels, stop: bool = False):
+        return self._step(without_mesh_ids(features), labels, tf.constant(float(stop)))
 
 
 def median_step_ms(train_step: TrainStep, batches: Iterable) -> float:

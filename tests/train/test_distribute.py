@@ -111,3 +111,27 @@ def test_two_workers_killed_and_started_again_end_with_the_weights_of_an_uninter
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
     for got, want in zip(final_weights(run_dirs[1]), final_weights(run_dirs[0])):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.slow
+def test_sigterm_to_one_worker_stops_both_after_the_same_step_with_a_checkpoint(tiny_dataset,
+                                                                               tmp_path):
+    shared = tmp_path / "shared-ckpt"
+    many = ("steps=100000", "checkpoint.every=100000", "eval_every=100000")
+    workers = start_workers(tiny_dataset, [tmp_path / "w0", tmp_path / "w1"], free_ports(2),
+                            *many, f"checkpoint.dir={shared}")
+    try:
+        deadline = time.time() + 240
+        while not (tmp_path / "w0" / "train").exists():  # the chief's controller is up
+            assert all(w.poll() is None for w in workers) and time.time() < deadline
+            time.sleep(0.1)
+        time.sleep(3)
+        workers[1].send_signal(signal.SIGTERM)  # as a scheduler preempting one task
+        outputs = communicate_all(workers, timeout=60)
+    finally:
+        communicate_all(workers, timeout=1)
+    assert [w.returncode for w in workers] == [128 + signal.SIGTERM] * 2, outputs[0][-2000:]
+    steps = checkpoints_on_disk(str(shared))
+    assert len(steps) == 1 and steps[0] >= 1
+    for output in outputs:
+        assert f"stopped by signal 15 after step {steps[0]};" in output

@@ -73,7 +73,7 @@ with strategy.scope():
 step = TrainStep(model, optimizer, False, strategy)
 before = [w.copy() for w in model.get_weights()]
 features, labels = next(iter(strategy.experimental_distribute_dataset(batches)))
-loss, accuracy, finite, _ = step(features, labels)
+loss, accuracy, finite, _, _ = step(features, labels)
 print(json.dumps({"replicas": strategy.num_replicas_in_sync, "finite": bool(finite),
                   "unchanged": all(np.array_equal(a, b)
                                    for a, b in zip(before, model.get_weights())),
