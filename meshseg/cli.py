@@ -17,6 +17,7 @@ TensorFlow: a mistake then fails in about a second, without TensorFlow's start-u
 import argparse
 import functools
 import os
+import signal
 import sys
 from typing import Callable
 
@@ -29,7 +30,8 @@ def command(main: Callable) -> Callable:
     The wrapper returns what `main` returns (a console script exits with it, so `main`
     returns None or an exit status). A `MeshsegError` from `main` is printed to stderr as
     one line, `error: <message>` (the lines of a multi-line message joined by "; "), and
-    ends the process with `SystemExit(error.exit_code)`.
+    ends the process with `SystemExit(error.exit_code)`. Ctrl-C ends it with one line,
+    `interrupted`, and status 130 (128 + SIGINT, as `meshseg.errors.Interrupted`).
     """
 
     @functools.wraps(main)
@@ -40,6 +42,9 @@ def command(main: Callable) -> Callable:
             lines = [line.strip() for line in str(error).splitlines() if line.strip()]
             print(f"error: {'; '.join(lines)}", file=sys.stderr)
             sys.exit(error.exit_code)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            sys.exit(128 + signal.SIGINT)
 
     return run
 
