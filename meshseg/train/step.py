@@ -23,10 +23,10 @@ class TrainStep:
     of per-vertex losses by the number of real vertices over all replicas, and the
     optimizer sums the replicas' gradients. The update is applied only when the loss and
     every gradient are finite on every replica: the replicas (of every worker) all-reduce
-    their count of non-finite results, and under a replicating strategy the update runs in
-    a `tf.cond` on that count, in cross-replica context (where a merging update may sit
-    in a branch, as Keras' `LossScaleOptimizer` does it), so all of them skip a bad batch
-    and the weights stay as they were. With a `keras.optimizers.LossScaleOptimizer`
+    their count of non-finite results, and the update runs in a `tf.cond` on that count,
+    in cross-replica context (where a replicated update, which merges across replicas, may
+    sit in a branch; Keras' `LossScaleOptimizer` does the same), so all of them skip a bad
+    batch and the weights and the optimizer's state stay as they were. With a `keras.optimizers.LossScaleOptimizer`
     (mixed_float16) the loss is scaled, and only a non-finite loss counts as bad.
 
     With `jit`, XLA compiles the whole step without replication. With replication it
