@@ -11,11 +11,11 @@ from pathlib import Path
 import keras
 import tensorflow as tf
 from hydra import compose, initialize_config_dir
-from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
 
 import meshseg.config  # noqa: F401  (registers the config schema)
 from meshseg.nn import model as _registers_keras_classes  # noqa: F401  (for load_model)
 from meshseg.train.run import run
+from meshseg.train.summaries import read_scalars
 from meshseg.train.summary import RunSummary
 
 PROJECT = Path(__file__).resolve().parents[2]
@@ -85,11 +85,10 @@ def communicate_all(processes: list, timeout: float) -> list:
 
 
 def scalars(run_dir, split: str) -> dict:
-    """{tag: [(step, value), ...]} from the event files in run_dir/split."""
-    events = EventAccumulator(str(Path(run_dir) / split), size_guidance={"tensors": 0})
-    events.Reload()
-    return {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)]
-            for tag in events.Tags()["tensors"]}
+    """{tag: [(step, value), ...]} of the scalars in run_dir/split's event files
+    (`meshseg.train.summaries.read_scalars`; mesh summaries are left out)."""
+    return {tag: list(zip(steps.tolist(), values.tolist()))
+            for tag, (steps, values) in read_scalars(str(Path(run_dir) / split)).items()}
 
 
 def final_weights(run_dir) -> list:
