@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from meshseg.batch import MESH_ID
 from meshseg.train.controller import Controller
-from meshseg.train.distribute import worker_position
+from meshseg.train.distribute import is_replicated, worker_position
 from meshseg.train.step import TrainStep
 
 log = logging.getLogger(__name__)
@@ -26,8 +26,9 @@ class CustomLoop:
     run replays exactly the batches of an uninterrupted one. The batches are skipped after
     distribution: with input sharded by file, a worker's step takes its replicas' part of
     a batch of its own files, not a global batch (`Dataset.skip` before distribution
-    would count global batches). At the end, each worker logs
-    its own throughput: meshes/s of its part of the batches, from its median step time.
+    would count global batches). At the end of a replicated run, each worker logs its own
+    throughput (meshes/s of its part of the batches, from its median step time) and how
+    often the step traced.
 
     Args:
       model, optimizer: the network and its Keras optimizer.
@@ -77,10 +78,12 @@ class CustomLoop:
                                      compiled=compiled,
                                      stop=bool(stopping) if self.num_workers > 1 else None)
         finally:
-            self.log_throughput(timed)
-            log.info("the step traced %d times; its per-replica pass (XLA under jit with "
-                     "replicas) traced %d times over %d replicas", self.train_step.traces,
-                     self.train_step.replica_traces, self.strategy.num_replicas_in_sync)
+            if is_replicated(self.strategy):  # one process: the run's summary says it all
+                self.log_throughput(timed)
+                log.info("the step traced %d times; its per-replica pass (XLA under jit "
+                         "with replicas) traced %d times over %d replicas",
+                         self.train_step.traces, self.train_step.replica_traces,
+                         self.strategy.num_replicas_in_sync)
 
     def log_throughput(self, timed) -> None:
         """Logs this worker's meshes/s (its meshes per step / its median step time)."""
