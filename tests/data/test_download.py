@@ -40,7 +40,7 @@ class ArchiveServer(ThreadingHTTPServer):
 
 
 class RangeHandler(BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 (http.server's name)
+    def do_GET(self):
         data = self.server.files[self.path.lstrip("/")]
         requested = self.headers.get("Range")
         self.server.ranges.append(requested)
