@@ -26,8 +26,9 @@ class TrainStep:
     their count of non-finite results, and the update runs in a `tf.cond` on that count,
     in cross-replica context (where a replicated update, which merges across replicas, may
     sit in a branch; Keras' `LossScaleOptimizer` does the same), so all of them skip a bad
-    batch and the weights and the optimizer's state stay as they were. With a `keras.optimizers.LossScaleOptimizer`
-    (mixed_float16) the loss is scaled, and only a non-finite loss counts as bad.
+    batch and the weights and the optimizer's state stay as they were. With a
+    `keras.optimizers.LossScaleOptimizer` (mixed_float16) the loss is scaled, and only a
+    non-finite loss counts as bad.
 
     With `jit`, XLA compiles the whole step without replication. With replication it
     compiles each replica's forward and backward pass (`jit_compile` inside
