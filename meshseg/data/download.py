@@ -129,6 +129,9 @@ def extract(archive: Path, into: Path) -> None:
                         raise DataError(f"{archive}: member {name} lies outside the archive")
                 zipped.extractall(unpacked)
         elif tarfile.is_tarfile(archive):
+            if not hasattr(tarfile, "data_filter"):  # Python 3.10.12, 3.11.4 and newer
+                raise DataError(f"{archive}: extracting a tar archive safely needs a newer "
+                                "Python (3.10.12 or 3.11.4 or later)")
             with tarfile.open(archive) as tarred:
                 try:
                     tarred.extractall(unpacked, filter="data")
