@@ -4,6 +4,7 @@ that leave nothing behind, an interrupted download that resumes), and the regist
 
 import hashlib
 import io
+import tarfile
 import threading
 import zipfile
 from dataclasses import replace
@@ -225,3 +226,21 @@ def test_meshcnn_folder_becomes_a_mesh_folder(tmp_path):
     with pytest.raises(DataError, match=r"seg/test_0.eseg: label 4 is beyond the 2 classes"):
         np.savetxt(tmp_path / "seg" / "test_0.eseg", np.full(len(edges), 4), fmt="%d")
         write_vertex_labels(tmp_path, num_classes=2)
+
+
+def test_a_tar_archive_with_one_top_folder_is_extracted_without_it(tmp_path):
+    source = tmp_path / "human_seg"
+    (source / "train").mkdir(parents=True)
+    (source / "train" / "a.obj").write_text("v 0 0 0\n")
+    archive = tmp_path / "human_seg.tar.gz"
+    with tarfile.open(archive, "w:gz") as tarred:
+        tarred.add(source, arcname="human_seg")
+    (tmp_path / "into").mkdir()
+    extract(archive, tmp_path / "into")
+    assert left_in(tmp_path / "into") == ["train", "train/a.obj"]
+    evil = tmp_path / "evil.tar"
+    with tarfile.open(evil, "w") as tarred:
+        tarred.add(source / "train" / "a.obj", arcname="../evil.obj")
+    with pytest.raises(DataError, match="evil.tar: .*outside"):
+        extract(evil, tmp_path / "into")
+    assert not (tmp_path / "evil.obj").exists()
