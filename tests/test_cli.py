@@ -10,9 +10,14 @@ import pytest
 from meshseg.cli import command
 from meshseg.errors import DataError
 
+# The child restores Python's Ctrl-C handler: a job started in the background (nohup, CI)
+# inherits SIGINT ignored, and Python then installs no KeyboardInterrupt handler.
 SLEEPING_TOOL = """
+import signal
 import time
 from meshseg.cli import command
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 @command
 def main(argv=None):
