@@ -19,10 +19,13 @@ import dataclasses
 import math
 import typing
 from dataclasses import dataclass, field
+from pathlib import Path
 from functools import reduce
 from typing import List, Optional
 
+from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
+from hydra.errors import HydraException
 from omegaconf import MISSING, DictConfig, MissingMandatoryValue, OmegaConf
 
 from meshseg.errors import ConfigError
@@ -35,6 +38,7 @@ DATA_SOURCES = ("mesh_folder", "tfrecords")
 # read), "edges" (the 1-ring edge list), "table" (also the neighbour table).
 ADJACENCY_LEVELS = ("none", "edges", "table")
 LOOPS = ("custom", "keras")
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "conf"  # conf/train.yaml and its groups
 
 
 @dataclass
@@ -317,6 +321,32 @@ def check_overrides(overrides: List[str]) -> None:
         key = key.lstrip("+")
         if key in booleans and value.lower() not in ("true", "false"):
             raise ConfigError(f"{key} must be true or false, got {value!r}")
+
+
+def composed_config(overrides: List[str]) -> DictConfig:
+    """The `train` config of `conf/` (`CONFIG_DIR`) with `overrides`, composed by Hydra as
+    `train.py` composes it, and checked (`check_overrides`, `checked_config`), without
+    importing TensorFlow. The tools that take train.py's overrides, and the downloader,
+    compose through this function.
+
+    Raises:
+      ConfigError: naming the setting, for an override Hydra cannot parse or apply (an
+        unknown key or option, a wrong type; with the options of a config group) or a value
+        the checks refuse.
+    """
+    try:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            cfg = compose(config_name="train", overrides=overrides)
+    except HydraException as error:
+        lines = [str(error).splitlines()[0].rstrip(".")]
+        if error.__cause__ is not None:
+            lines.append(str(error.__cause__).splitlines()[0])
+        if getattr(error, "options", None):
+            lines.append(f"choose one of {', '.join(error.options)}")
+        raise ConfigError("; ".join(lines)) from None
+    check_overrides(overrides)
+    checked_config(cfg)
+    return cfg
 
 
 ConfigStore.instance().store(name="train_schema", node=TrainConfig)

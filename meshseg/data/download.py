@@ -40,14 +40,15 @@ import zipfile
 from pathlib import Path
 from typing import Optional
 
+from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 
 from meshseg.cli import command, output_dir
+from meshseg.config import composed_config
 from meshseg.data.datasets import DATASETS, Archive, Dataset, manifest_entries
 from meshseg.data.meshfiles import file_sha256
 from meshseg.errors import ConfigError, DataError
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
 DOWNLOADS = ".downloads"
 RECORD = "download.json"
 CHUNK_BYTES = 1 << 20
@@ -230,21 +231,16 @@ def download(dataset: Dataset, root: Path, accept_license: bool = False,
 
 def convert(dataset: Dataset, folder: Path) -> None:
     """Converts the data set to records as the first `python train.py
-    experiment=<experiment> data.root=<folder>` would (its settings composed by Hydra
-    from conf/), so that run starts training at once.
+    experiment=<experiment> data.root=<folder>` would (its settings composed by
+    `meshseg.config.composed_config`), so that run starts training at once.
 
     Raises:
       DataError: for a mesh or label file that does not convert (naming it).
     """
-    from hydra import compose, initialize_config_dir
+    from meshseg.data.sources import resolve_files  # imports TensorFlow: only when converting
 
-    from meshseg.config import checked_config
-    from meshseg.data.sources import resolve_files
-
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-        cfg = compose("train", overrides=[f"experiment={dataset.experiment}",
-                                          f"data.root={folder}"])
-    data = checked_config(cfg).data
+    data = OmegaConf.to_object(composed_config([f"experiment={dataset.experiment}",
+                                                f"data.root={folder}"])).data
     files = resolve_files(data)
     print(f"records: {len(files['train'])} train and {len(files['test'])} test shard(s)"
           + (f" in {data.cache_dir}" if data.cache_dir else ""))

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from meshseg.cli import at_least, command, output_dir
+from meshseg.config import composed_config
 from meshseg.console import start_tensorflow_quietly
 from meshseg.data.convert import split_file_pairs
 from meshseg.data.descriptors import (heat_kernel_signature, normalized_positions,
@@ -52,7 +53,6 @@ from meshseg.data.descriptors import (heat_kernel_signature, normalized_position
 from meshseg.data.meshfiles import file_sha256, load_geometry, load_label_file
 from meshseg.data.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
-from meshseg.tools.input_bound import composed_config
 
 FEATURES = ("xyz", "hks", "normals")
 CLASSIFIERS = ("hist_gradient_boosting", "mlp")

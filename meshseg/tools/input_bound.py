@@ -14,43 +14,13 @@ opened; a bad mesh or record ends it with status 4.
 """
 
 import argparse
-from pathlib import Path
 from typing import Dict, List
 
-from hydra import compose, initialize_config_dir
-from hydra.errors import HydraException
-from omegaconf import DictConfig
-
 from meshseg.cli import at_least, command
-from meshseg.config import check_overrides, checked_config
+from meshseg.config import composed_config
 from meshseg.errors import ConfigError
 
-CONFIG_DIR = str(Path(__file__).resolve().parents[2] / "conf")
 INPUT_BOUND_RATIO = 1.05
-
-
-def composed_config(overrides: List[str]) -> DictConfig:
-    """The `train` config with `overrides`, composed by Hydra and checked
-    (`meshseg.config.check_overrides`, `checked_config`) without importing TensorFlow.
-
-    Raises:
-      ConfigError: naming the setting, for an override Hydra cannot parse or apply (an
-        unknown key or option, a wrong type; with the options of a config group) or a value
-        the checks refuse.
-    """
-    try:
-        with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-            cfg = compose(config_name="train", overrides=overrides)
-    except HydraException as error:
-        lines = [str(error).splitlines()[0].rstrip(".")]
-        if error.__cause__ is not None:
-            lines.append(str(error.__cause__).splitlines()[0])
-        if getattr(error, "options", None):
-            lines.append(f"choose one of {', '.join(error.options)}")
-        raise ConfigError("; ".join(lines)) from None
-    check_overrides(overrides)
-    checked_config(cfg)
-    return cfg
 
 
 def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, float]:

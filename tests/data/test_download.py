@@ -16,7 +16,7 @@ import pytest
 import trimesh
 from helpers.records import count_records
 
-from meshseg.data import download as download_module
+from meshseg.config import CONFIG_DIR
 from meshseg.data.datasets import DATASETS, Archive
 from meshseg.data.download import check_manifest, download, extract, list_datasets, main
 from meshseg.data.meshcnn import meshcnn_edges, vertex_labels, write_vertex_labels
@@ -185,7 +185,7 @@ def test_the_list_names_every_data_set_with_size_licence_and_an_existing_experim
         assert dataset.license in line and f"experiment={dataset.experiment}" in line
         assert (PROJECT / "conf" / "experiment" / f"{dataset.experiment}.yaml").is_file()
     assert "656 MB" in listing  # the RNA set's size from its manifest
-    assert download_module.CONFIG_DIR == PROJECT / "conf"
+    assert CONFIG_DIR == PROJECT / "conf"  # the experiments the downloader composes
 
 
 def test_the_rna_manifest_lists_every_mesh_and_label_file():
