@@ -142,7 +142,8 @@ def write_state_file(directory: str, names: List[str]) -> None:
 
 class StopSignals:
     """Context manager: SIGINT and SIGTERM are recorded in `received` instead of killing the
-    process, so the training loop can save a checkpoint and stop after the current step."""
+    process, so the training loop can save a checkpoint and stop after the current step
+    (and the multi-worker start-up, `meshseg.train.distribute.wait_for_workers`, at once)."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

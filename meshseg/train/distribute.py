@@ -1,9 +1,9 @@
 """tf.distribute strategies by name, the cluster of a multi-worker run, how its input is
 sharded, and which worker writes outputs."""
 
+import contextlib
 import logging
 import os
-import signal
 import socket
 import time
 from typing import List, Tuple
@@ -13,6 +13,7 @@ from tensorflow.python.distribute import distribute_lib
 
 from meshseg.config import StrategyConfig
 from meshseg.errors import ClusterError, ConfigError, Interrupted
+from meshseg.train.checkpoints import StopSignals
 
 log = logging.getLogger(__name__)
 STRATEGIES = ("default", "mirrored", "multi_worker")
@@ -119,12 +120,9 @@ def wait_for_workers(resolver: tf.distribute.cluster_resolver.ClusterResolver,
     others = [(job, index, spec.task_address(job, index)) for job in spec.jobs
               for index in spec.task_indices(job) if (job, index) != me]
     own_port = int(spec.task_address(*me).rsplit(":", 1)[1])
-    received = []
-    previous = {signum: signal.signal(signum, lambda signum, frame: received.append(signum))
-                for signum in (signal.SIGINT, signal.SIGTERM)}
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
+    with StopSignals() as signals, contextlib.closing(listener):
         try:
             listener.bind(("", own_port))
         except OSError as error:
@@ -134,9 +132,9 @@ def wait_for_workers(resolver: tf.distribute.cluster_resolver.ClusterResolver,
         start = time.monotonic()
         reported = -REPORT_EVERY_S
         while True:
-            if received:
-                raise Interrupted(f"stopped by signal {received[0]} while waiting for the "
-                                  "workers", received[0])
+            if signals.received:
+                raise Interrupted(f"stopped by signal {signals.received} while waiting for "
+                                  "the workers", signals.received)
             missing = [f"{job} {index} ({address})" for job, index, address in others
                        if not _reachable(address)]
             if not missing:
@@ -151,10 +149,6 @@ def wait_for_workers(resolver: tf.distribute.cluster_resolver.ClusterResolver,
                          waited, timeout_s)
                 reported = waited
             time.sleep(POLL_S)
-    finally:
-        listener.close()
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
     log.info("%s %d: all %d workers are up", *me, len(others) + 1)
 
 
