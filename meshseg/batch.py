@@ -24,22 +24,38 @@ E = the largest edge count in the batch (or the bucket shape, under XLA):
   the neighbours of the vertices with more than K, K to a row (O = 0 for most meshes);
   features["overflow_centers"]: int32 [B, O], the vertex of each overflow row. Padded
   with 0 (weight 0: padded rows contribute nothing).
+- features["inputs"]: float32 [B, V, F], the per-vertex input features of `data.features`
+  concatenated in that order (`meshseg.config.FEATURE_WIDTHS`: xyz 3, normals 3, hks 16);
+  just the normalised positions (F = 3) by default. Padded with 0.
+- The mesh hierarchy, when the records store one (`data.levels` = L > 0), for each coarser
+  level l = 1..L the keys above of its own adjacency under `level_key(l, name)`
+  ("level<l>/num_vertices", "level<l>/edges", ..., "level<l>/overflow_centers"; V_l
+  vertices, E_l edges), and "level<l>/parents": int32 [B, V_{l-1}], the level-l vertex that
+  each vertex of level l-1 is merged into (pooling: fine -> coarse; unpooling gathers
+  back), padded with -1 (`PARENT_PADDING`). `level_features(features, l)` returns one
+  level's keys under the level-0 names.
 - features["mesh_id"]: string [B], where each mesh came from ("<shard>, record <i>"), for
   messages; `without_mesh_ids` drops it before XLA-compiled steps, which take no strings.
 - labels: int32 [B, V] per-vertex classes >= 0, padded with `LABEL_PADDING`.
 """
 
-from typing import Dict, NamedTuple, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
 LABEL_PADDING = -1
+PARENT_PADDING = -1
 MESH_ID = "mesh_id"
+# The keys of one level's adjacency (level 0: the mesh itself, under these names).
+ADJACENCY_KEYS = ("num_vertices", "edges", "edge_weights", "num_edges", "neighbors",
+                  "neighbor_weights", "overflow_neighbors", "overflow_weights",
+                  "overflow_centers")
 
 # Padding value of every feature and of the labels, as `tf.data` `padded_batch` takes them.
 PADDING_VALUES = (
     {
         "vertices": tf.constant(0.0, tf.float32),
+        "inputs": tf.constant(0.0, tf.float32),
         "num_vertices": tf.constant(0, tf.int32),
         "edges": tf.constant(0, tf.int32),
         "edge_weights": tf.constant(0.0, tf.float32),
@@ -53,6 +69,59 @@ PADDING_VALUES = (
     },
     tf.constant(LABEL_PADDING, tf.int32),
 )
+
+
+
+def level_key(level: int, name: str) -> str:
+    """The feature key of `name` (one of `ADJACENCY_KEYS`, or "parents") at hierarchy
+    level `level`: `name` itself at level 0, "level<l>/<name>" above."""
+    return name if level == 0 else f"level{level}/{name}"
+
+
+def num_levels(features: Dict[str, tf.Tensor]) -> int:
+    """L, the coarser levels a feature dict (unbatched or batched) holds (0: none)."""
+    level = 0
+    while level_key(level + 1, "parents") in features:
+        level += 1
+    return level
+
+
+def level_features(features: Dict[str, tf.Tensor], level: int) -> Dict[str, tf.Tensor]:
+    """Level `level`'s adjacency keys of a feature dict under the level-0 names
+    (`ADJACENCY_KEYS`; plus "parents" for l > 0), so `table_features` and the networks'
+    adjacency builders read any level as they read the mesh."""
+    names = ADJACENCY_KEYS + (("parents",) if level else ())
+    return {name: features[level_key(level, name)] for name in names}
+
+
+def padding_values(levels: int = 0):
+    """The `tf.data` padding values of a `(features, labels)` element with `levels`
+    coarser levels: `PADDING_VALUES`, each level's adjacency padded as the mesh's and its
+    parents with `PARENT_PADDING`."""
+    features, labels = PADDING_VALUES
+    features = dict(features)
+    for level in range(1, levels + 1):
+        features |= {level_key(level, name): features[name] for name in ADJACENCY_KEYS}
+        features[level_key(level, "parents")] = tf.constant(PARENT_PADDING, tf.int32)
+    return features, labels
+
+
+class Level(NamedTuple):
+    """One coarser level of a mesh hierarchy, as the converter stores it.
+
+    Attributes:
+      edges: int32 [E_l, 2] the level's 1-ring with self-edges (as `mesh_edges`).
+      edge_weights: float32 [E_l] their adjacency values.
+      parents: int32 [V_{l-1}] the vertex of this level each vertex of the level below is
+        merged into, in [0, V_l).
+      num_vertices: V_l (int or int32 scalar).
+    """
+
+    edges: tf.Tensor
+    edge_weights: tf.Tensor
+    parents: tf.Tensor
+    num_vertices: tf.Tensor
+
 
 # Rows wider than this many times the mean degree (rounded up), plus 2, are split
 # (`table_width`); mesh 1-rings (mean degree 7 with the self-edge, largest 9 to 13) never are.
@@ -134,8 +203,30 @@ def table_from_edges(rows: tf.Tensor, cols: tf.Tensor, weights: tf.Tensor, num_v
                          centers), degree
 
 
+def _adjacency(edges, edge_weights, num_vertices, table: Optional[NeighborTable] = None
+               ) -> Dict[str, tf.Tensor]:
+    """The `ADJACENCY_KEYS` of one mesh or level, the table built when not given."""
+    edges = tf.convert_to_tensor(edges, tf.int32)
+    edge_weights = tf.convert_to_tensor(edge_weights, tf.float32)
+    num_vertices = tf.convert_to_tensor(num_vertices, tf.int32)
+    if table is None:
+        table, _ = table_from_edges(edges[:, 0], edges[:, 1], edge_weights, num_vertices)
+    return {
+        "num_vertices": num_vertices,
+        "edges": edges,
+        "edge_weights": edge_weights,
+        "num_edges": tf.shape(edges, out_type=tf.int32)[0],
+        "neighbors": tf.convert_to_tensor(table.neighbors, tf.int32),
+        "neighbor_weights": tf.convert_to_tensor(table.weights, tf.float32),
+        "overflow_neighbors": tf.convert_to_tensor(table.overflow_neighbors, tf.int32),
+        "overflow_weights": tf.convert_to_tensor(table.overflow_weights, tf.float32),
+        "overflow_centers": tf.convert_to_tensor(table.overflow_centers, tf.int32),
+    }
+
+
 def mesh_features(vertices, edges, edge_weights, table: Optional[NeighborTable] = None,
-                  mesh_id=None) -> Dict[str, tf.Tensor]:
+                  mesh_id=None, inputs=None, levels: Sequence[Level] = ()
+                  ) -> Dict[str, tf.Tensor]:
     """The model inputs of one mesh (unbatched), from its vertices and 1-ring adjacency.
 
     The one builder of the feature dict: the pipeline maps it over parsed records, and
@@ -148,31 +239,25 @@ def mesh_features(vertices, edges, edge_weights, table: Optional[NeighborTable] 
       table: optional stored `NeighborTable` with its overflow rows; built from the edges
         (`table_from_edges`) when None.
       mesh_id: optional string naming the mesh's source, kept for messages.
+      inputs: float32 [V, F] per-vertex input features; default: `vertices` (F = 3).
+      levels: the coarser levels of the mesh's hierarchy, finest first (`Level`).
 
     Returns:
       dict with the unbatched shapes of the module docstring: "vertices" [V, 3],
-      "num_vertices" [], "edges" [E, 2], "edge_weights" [E], "num_edges" [],
-      "neighbors" and "neighbor_weights" [V, K], "overflow_neighbors" and
-      "overflow_weights" [O, K], "overflow_centers" [O], and "mesh_id" [] when given.
+      "inputs" [V, F], "num_vertices" [], "edges" [E, 2], "edge_weights" [E],
+      "num_edges" [], "neighbors" and "neighbor_weights" [V, K], "overflow_neighbors" and
+      "overflow_weights" [O, K], "overflow_centers" [O], each level's keys
+      (`level_key`), and "mesh_id" [] when given.
     """
     vertices = tf.convert_to_tensor(vertices, tf.float32)
-    edges = tf.convert_to_tensor(edges, tf.int32)
-    edge_weights = tf.convert_to_tensor(edge_weights, tf.float32)
     num_vertices = tf.shape(vertices, out_type=tf.int32)[0]
-    if table is None:
-        table, _ = table_from_edges(edges[:, 0], edges[:, 1], edge_weights, num_vertices)
-    features = {
-        "vertices": vertices,
-        "num_vertices": num_vertices,
-        "edges": edges,
-        "edge_weights": edge_weights,
-        "num_edges": tf.shape(edges, out_type=tf.int32)[0],
-        "neighbors": tf.convert_to_tensor(table.neighbors, tf.int32),
-        "neighbor_weights": tf.convert_to_tensor(table.weights, tf.float32),
-        "overflow_neighbors": tf.convert_to_tensor(table.overflow_neighbors, tf.int32),
-        "overflow_weights": tf.convert_to_tensor(table.overflow_weights, tf.float32),
-        "overflow_centers": tf.convert_to_tensor(table.overflow_centers, tf.int32),
-    }
+    inputs = vertices if inputs is None else tf.convert_to_tensor(inputs, tf.float32)
+    features = {"vertices": vertices, "inputs": inputs,
+                **_adjacency(edges, edge_weights, num_vertices, table)}
+    for index, level in enumerate(levels, start=1):
+        adjacency = _adjacency(level.edges, level.edge_weights, level.num_vertices)
+        adjacency["parents"] = tf.convert_to_tensor(level.parents, tf.int32)
+        features |= {level_key(index, name): value for name, value in adjacency.items()}
     if mesh_id is not None:
         features[MESH_ID] = tf.convert_to_tensor(mesh_id, tf.string)
     return features

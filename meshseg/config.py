@@ -32,6 +32,16 @@ from meshseg.errors import ConfigError
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 ROTATIONS = ("none", "up", "so3")
+# Per-vertex input features (`data.features`) and their widths, in the order the model's
+# input concatenates them: positions as normalised (`data.center`, `data.scale`) and
+# augmented, unit vertex normals, and the heat kernel signature (`meshseg.data.descriptors`).
+FEATURE_WIDTHS = {"xyz": 3, "normals": 3, "hks": 16}
+CENTERS = ("mean", "area_centroid", "none")  # data.center
+SCALES = ("rms", "unit_area", "none")  # data.scale
+MODELS = ("demo", "feastnet_unet")  # model.name
+OPTIMIZERS = ("adam", "adamw")  # optimizer.name
+SCHEDULES = ("exponential", "cosine")  # optimizer.schedule
+CLASS_WEIGHTS = ("none", "inverse_sqrt_frequency")  # loss.class_weights
 DATA_SOURCES = ("mesh_folder", "tfrecords")
 # How much adjacency a converted record stores, from least to most (`data.adjacency`; the
 # record fields of each: `meshseg.data.adjacency.ADJACENCY_FIELDS`): "none" (computed when
@@ -50,15 +60,23 @@ class AugmentConfig:
         rotations).
       up_axis: 0, 1 or 2 (x, y, z), used by "up".
       scale: [low, high], one isotropic factor drawn uniformly per mesh ([1, 1]: off).
+      tilt_degrees: after the rotation, a tilt of the up axis by an angle drawn uniformly
+        in [0, tilt_degrees] degrees, towards a uniformly drawn horizontal direction (0: off).
+      jitter: standard deviation of independent Gaussian noise added to every vertex
+        position, in the units of the normalised positions (0: off).
+    Normals, when among `data.features`, turn with the positions (and ignore scale, jitter).
     """
 
     rotation: str = "none"
     up_axis: int = 1
     scale: List[float] = field(default_factory=lambda: [1.0, 1.0])
+    tilt_degrees: float = 0.0
+    jitter: float = 0.0
 
     @property
     def active(self) -> bool:
-        return self.rotation != "none" or tuple(self.scale) != (1.0, 1.0)
+        return (self.rotation != "none" or tuple(self.scale) != (1.0, 1.0)
+                or self.tilt_degrees > 0 or self.jitter > 0)
 
     def check(self) -> None:
         """Raises ConfigError for a value outside its choices or range."""
@@ -70,6 +88,12 @@ class AugmentConfig:
         if len(self.scale) != 2 or not 0 < self.scale[0] <= self.scale[1]:
             raise ConfigError("data.augment.scale must be [low, high] with 0 < low <= high, "
                               f"got {list(self.scale)}")
+        if not 0 <= self.tilt_degrees <= 90:
+            raise ConfigError(f"data.augment.tilt_degrees must be in [0, 90], "
+                              f"got {self.tilt_degrees}")
+        if not 0 <= self.jitter < math.inf:
+            raise ConfigError(f"data.augment.jitter must be a finite number >= 0, "
+                              f"got {self.jitter}")
 
 
 @dataclass
@@ -101,8 +125,15 @@ class DataConfig:
     # batching, both sources
     batch_size: int = 4  # meshes per step
     shuffle_buffer: int = 64  # meshes
-    mean_center: bool = True  # subtract each mesh's mean vertex position
-    unit_scale: bool = True  # scale each mesh to RMS radius 1
+    # Per-vertex inputs, concatenated in this order (`FEATURE_WIDTHS`): xyz | normals | hks.
+    # normals and hks are computed by the converter and stored in the records.
+    features: List[str] = field(default_factory=lambda: ["xyz"])
+    # Mesh hierarchy stored in the records for multi-scale models: this many levels beyond
+    # the mesh itself, each about `coarsening` times fewer vertices (quadric decimation).
+    levels: int = 0
+    coarsening: float = 4.0
+    center: str = "mean"  # mean (vertex mean, the demo's) | area_centroid | none
+    scale: str = "rms"  # rms (RMS radius 1, the demo's) | unit_area (surface area 1) | none
     skip_bad_records: bool = False  # log, count and skip bad records instead of failing
     overlap: str = "warn"  # a mesh in both splits or twice in one: warn | refuse
     # Under jit=true batches are padded to per-bucket shapes; the step compiles once per bucket.
@@ -114,13 +145,22 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    """The network's sizes (`meshseg.nn.model.MeshSegmentationNet`); values: conf/model/."""
+    """The network and its sizes; values: conf/model/.
 
+    `demo`: the tensorflow-graphics demo (`meshseg.nn.model.MeshSegmentationNet`).
+    `feastnet_unet`: the multi-scale encoder-decoder over the records' mesh hierarchy
+    (`meshseg.nn.unet.FeaStUNet`); level l has conv_channels[l] channels, so it uses
+    len(conv_channels) - 1 coarser levels (`data.levels` must store at least as many).
+    """
+
+    name: str = "demo"  # demo | feastnet_unet
     num_weight_matrices: int = MISSING  # W in every feature-steered convolution
     input_channels: int = MISSING  # first 1x1 convolution
     conv_channels: List[int] = MISSING  # output channels D of the graph convolutions
     hidden_channels: int = MISSING  # last hidden 1x1 convolution
     translation_invariant: bool = MISSING  # v = -u
+    convs_per_level: int = 2  # feastnet_unet: FeaSt convolutions per level and direction
+    dropout: float = 0.0  # feastnet_unet: dropout rate before the classifier
 
 
 @dataclass
@@ -136,13 +176,31 @@ class ImplConfig:
 
 @dataclass
 class OptimizerConfig:
-    """Adam with exponential learning-rate decay; values: conf/optimizer/."""
+    """The optimizer and its learning-rate schedule; values: conf/optimizer/.
 
+    `exponential`: learning_rate * decay_rate ** (step / decay_steps) (the demo's).
+    `cosine`: linear warm-up from 0 over `warmup_steps`, then cosine decay to 0 at `steps`.
+    """
+
+    name: str = "adam"  # adam | adamw (decoupled weight decay)
     learning_rate: float = MISSING
-    decay_steps: int = MISSING
-    decay_rate: float = MISSING
-    beta_1: float = MISSING
-    epsilon: float = MISSING
+    schedule: str = "exponential"  # exponential | cosine
+    decay_steps: int = 10000  # exponential
+    decay_rate: float = 0.95  # exponential
+    warmup_steps: int = 0  # cosine
+    weight_decay: float = 0.0  # adamw
+    beta_1: float = 0.9
+    epsilon: float = 1.0e-8
+
+
+@dataclass
+class LossConfig:
+    """The per-vertex training loss (`meshseg.train.metrics`)."""
+
+    label_smoothing: float = 0.0  # in [0, 1)
+    # inverse_sqrt_frequency: class c weighs 1 / sqrt(its share of the training vertices),
+    # normalised so the average vertex weighs 1.
+    class_weights: str = "none"
 
 
 @dataclass
@@ -192,6 +250,7 @@ class TrainConfig:
     impl: ImplConfig = field(default_factory=ImplConfig)
     loop: NamedConfig = field(default_factory=NamedConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
     summaries: SummariesConfig = field(default_factory=SummariesConfig)
@@ -211,11 +270,12 @@ COUNTS = ("steps", "eval_every", "checkpoint.every", "checkpoint.keep", "data.nu
           "data.shuffle_buffer", "data.num_buckets", "data.pad_multiple",
           "data.bucket_boundaries", "model.num_weight_matrices", "model.input_channels",
           "model.conv_channels", "model.hidden_channels", "impl.timing_steps",
-          "optimizer.decay_steps", "strategy.cpu_devices")
+          "optimizer.decay_steps", "strategy.cpu_devices", "model.convs_per_level")
 # The range [low, high] (high None: unbounded) of every integer setting but
 # data.label_offset (any integer) and data.augment.up_axis (`AugmentConfig.check`).
 INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, None), "summaries.meshes": (0, None),
-                  "strategy.port_base": (1, 65535),
+                  "strategy.port_base": (1, 65535), "data.levels": (0, 8),
+                  "optimizer.warmup_steps": (0, None),
                   **{key: (1, None) for key in COUNTS}}
 POSITIVE = ("optimizer.learning_rate", "optimizer.decay_rate", "optimizer.epsilon",
             "strategy.startup_timeout_s")
@@ -224,7 +284,9 @@ POSITIVE = ("optimizer.learning_rate", "optimizer.decay_rate", "optimizer.epsilo
 # names against the implementations' registry (`meshseg.train.run.typed_config`).
 CHOICES = {"precision": PRECISIONS, "data.source": DATA_SOURCES,
            "data.adjacency": ADJACENCY_LEVELS, "data.overlap": ("warn", "refuse"),
-           "loop.name": LOOPS}
+           "loop.name": LOOPS, "data.features": tuple(FEATURE_WIDTHS), "data.center": CENTERS,
+           "data.scale": SCALES, "model.name": MODELS, "optimizer.name": OPTIMIZERS,
+           "optimizer.schedule": SCHEDULES, "loss.class_weights": CLASS_WEIGHTS}
 
 
 def schema_keys(node: type = TrainConfig, prefix: str = "") -> dict:
@@ -281,6 +343,19 @@ def check(config: TrainConfig) -> None:
         value = _value(config, key)
         if any(entry not in choices for entry in (value if isinstance(value, list) else [value])):
             raise ConfigError(f"{key}={value}: choose one of {', '.join(choices)}")
+    if not config.data.features or len(set(config.data.features)) != len(config.data.features):
+        raise ConfigError(f"data.features must list each of {', '.join(FEATURE_WIDTHS)} at most "
+                          f"once, got {list(config.data.features)}")
+    if not 1 < config.data.coarsening < math.inf:
+        raise ConfigError(f"data.coarsening must be a finite number > 1, "
+                          f"got {config.data.coarsening}")
+    if config.model.name == "feastnet_unet" and len(config.model.conv_channels) - 1 > config.data.levels:
+        raise ConfigError(f"model=feastnet_unet with {len(config.model.conv_channels)} "
+                          f"conv_channels needs data.levels >= {len(config.model.conv_channels) - 1}"
+                          f", got {config.data.levels}")
+    for key in ("model.dropout", "loss.label_smoothing", "optimizer.weight_decay"):
+        if not 0 <= _value(config, key) < 1:
+            raise ConfigError(f"{key} must be in [0, 1), got {_value(config, key)}")
     if config.impl.name == "auto" and not config.impl.candidates:
         raise ConfigError("impl=auto needs impl.candidates, got []")
     config.data.augment.check()
