@@ -41,15 +41,17 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, floa
     cfg = composed_config(overrides)
     import tensorflow as tf
 
-    from meshseg.train.run import build_model, build_optimizer, load_data, typed_config
+    from meshseg.train.run import (build_loss, build_model, build_optimizer, load_data,
+                                   typed_config)
     from meshseg.train.step import TrainStep, median_step_ms
 
     config = typed_config(cfg)
-    train_data, _, _ = load_data(config)
+    train_data, _, data_info = load_data(config)
     model = build_model(config.data.num_classes, config.impl.name, config.model,
                         config.precision, config.jit)
-    optimizer = build_optimizer(model, config.optimizer, config.precision)
-    step = TrainStep(model, optimizer, config.jit, tf.distribute.get_strategy())
+    optimizer = build_optimizer(model, config.optimizer, config.precision, config.steps)
+    step = TrainStep(model, optimizer, config.jit, tf.distribute.get_strategy(),
+                     build_loss(config.loss, data_info.train_histogram))
     batches = iter(train_data)
     for _ in range(warmup):
         float(step(*next(batches))[0])

@@ -12,6 +12,7 @@ import tensorflow as tf
 from meshseg.batch import MESH_ID
 from meshseg.train.controller import Controller
 from meshseg.train.distribute import is_replicated, worker_position
+from meshseg.train.metrics import MaskedCrossEntropy
 from meshseg.train.step import TrainStep
 
 log = logging.getLogger(__name__)
@@ -35,11 +36,13 @@ class CustomLoop:
       dataset: repeated `(features, labels)` batches (`meshseg.batch`).
       strategy: the `tf.distribute.Strategy` (the default strategy for one device).
       jit: compile the step with XLA.
+      loss: the run's loss (label smoothing, class weights).
     """
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer,
-                 dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, jit: bool):
-        self.train_step = TrainStep(model, optimizer, jit, strategy)
+                 dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, jit: bool,
+                 loss: MaskedCrossEntropy):
+        self.train_step = TrainStep(model, optimizer, jit, strategy, loss)
         self.strategy = strategy
         self.num_workers = worker_position(strategy)[1]
         self.dataset = dataset

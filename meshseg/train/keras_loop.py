@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from meshseg.batch import real_vertices, without_mesh_ids
 from meshseg.train.controller import Controller
-from meshseg.train.metrics import MaskedCrossEntropy, batch_accuracy, masked_cross_entropy
+from meshseg.train.metrics import MaskedCrossEntropy, batch_accuracy
 
 
 @keras.saving.register_keras_serializable(package="meshseg")
@@ -72,13 +72,14 @@ class KerasLoop:
       model, optimizer: the network and its Keras optimizer (compiled here).
       dataset: repeated `(features, labels)` batches (`meshseg.batch`).
       jit: compile Keras' train function with XLA.
+      loss: the run's loss (label smoothing, class weights).
     """
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer,
-                 dataset: tf.data.Dataset, jit: bool):
+                 dataset: tf.data.Dataset, jit: bool, loss: MaskedCrossEntropy):
         self.model = model
-        model.compile(optimizer=optimizer, loss=MaskedCrossEntropy(), jit_compile=jit,
-                      metrics=[LastBatch(masked_cross_entropy, "step_loss"),
+        model.compile(optimizer=optimizer, loss=loss, jit_compile=jit,
+                      metrics=[LastBatch(loss, "step_loss"),
                                LastBatch(batch_accuracy, "step_accuracy"),
                                LastBatch(count_vertices, "step_vertices")])
         self.dataset = dataset.map(lambda features, labels: (without_mesh_ids(features), labels))

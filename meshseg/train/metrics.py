@@ -1,5 +1,7 @@
 """Masked per-vertex loss and metrics: padded vertices carry the label -1 and never count."""
 
+from typing import Optional
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -7,22 +9,61 @@ import tensorflow as tf
 from meshseg.batch import LABEL_PADDING, real_vertices
 
 
-def masked_cross_entropy(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
-    """Mean softmax cross-entropy over real vertices.
+def masked_cross_entropy(labels: tf.Tensor, logits: tf.Tensor, label_smoothing: float = 0.0,
+                         class_weights=None) -> tf.Tensor:
+    """Mean softmax cross-entropy over real vertices, with optional label smoothing and
+    class weights.
+
+    With smoothing e the target is (1 - e) one-hot + e / K uniform, computed without a
+    one-hot tensor: (1 - e) CE + e (logsumexp(logits) - mean(logits)) (Szegedy et al.,
+    "Rethinking the Inception Architecture", CVPR 2016).
 
     Args:
       labels: int32 [B, V], -1 on padded vertices.
       logits: float [B, V, K].
+      label_smoothing: e in [0, 1).
+      class_weights: optional float32 [K] weight of each class's vertices
+        (`class_weights`); the sum stays divided by the number of real vertices.
 
     Returns:
-      float32 scalar: sum of per-vertex losses / number of real vertices (0 if none).
+      float32 scalar: sum of (weighted) per-vertex losses / number of real vertices (0 if
+      none).
     """
     labels = tf.cast(labels, tf.int32)
+    logits = tf.cast(logits, tf.float32)
     valid = labels != LABEL_PADDING
-    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.where(valid, labels, 0), logits=tf.cast(logits, tf.float32))
+    safe_labels = tf.where(valid, labels, 0)
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=safe_labels, logits=logits)
+    if label_smoothing:
+        uniform = tf.reduce_logsumexp(logits, axis=-1) - tf.reduce_mean(logits, axis=-1)
+        losses = (1.0 - label_smoothing) * losses + label_smoothing * uniform
     weights = tf.cast(valid, tf.float32)
-    return tf.math.divide_no_nan(tf.reduce_sum(losses * weights), tf.reduce_sum(weights))
+    weighted = weights
+    if class_weights is not None:
+        weighted = weights * tf.gather(tf.constant(class_weights, tf.float32), safe_labels)
+    return tf.math.divide_no_nan(tf.reduce_sum(losses * weighted), tf.reduce_sum(weights))
+
+
+def class_weights(histogram: np.ndarray, kind: str) -> Optional[np.ndarray]:
+    """Per-class loss weights from the training split's class histogram (`loss.class_weights`).
+
+    Args:
+      histogram: int [K] training vertices of each class.
+      kind: "none" or "inverse_sqrt_frequency": class c weighs 1 / sqrt(share of c),
+        scaled so the average training vertex weighs 1; classes absent from the training
+        split weigh 0 (they have no vertices to weigh).
+
+    Returns:
+      float32 [K], or None for "none".
+    """
+    if kind == "none":
+        return None
+    counts = np.asarray(histogram, np.float64)
+    weights = np.zeros_like(counts)
+    present = counts > 0
+    weights[present] = 1.0 / np.sqrt(counts[present] / counts.sum())
+    weights *= counts.sum() / (weights * counts).sum()
+    return weights.astype(np.float32)
 
 
 def correct_vertices(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
@@ -39,13 +80,26 @@ def batch_accuracy(labels: tf.Tensor, logits: tf.Tensor) -> tf.Tensor:
 
 @keras.saving.register_keras_serializable(package="meshseg")
 class MaskedCrossEntropy(keras.losses.Loss):
-    """`masked_cross_entropy` as a Keras loss for `Model.fit` (y_true [B, V], y_pred [B, V, K])."""
+    """`masked_cross_entropy` as a loss object (y_true [B, V], y_pred [B, V, K]): the custom
+    loop's train step calls it, and it is `Model.fit`'s loss.
 
-    def __init__(self, name="masked_cross_entropy", **kwargs):
+    Args:
+      label_smoothing: e in [0, 1) (`loss.label_smoothing`).
+      class_weights: optional list of K per-class weights (`class_weights`).
+    """
+
+    def __init__(self, label_smoothing: float = 0.0, class_weights=None,
+                 name="masked_cross_entropy", **kwargs):
         super().__init__(name=name, **kwargs)
+        self.label_smoothing = float(label_smoothing)
+        self.class_weights = None if class_weights is None else [float(w) for w in class_weights]
 
     def call(self, y_true, y_pred):
-        return masked_cross_entropy(y_true, y_pred)
+        return masked_cross_entropy(y_true, y_pred, self.label_smoothing, self.class_weights)
+
+    def get_config(self):
+        return {**super().get_config(), "label_smoothing": self.label_smoothing,
+                "class_weights": self.class_weights}
 
 
 @keras.saving.register_keras_serializable(package="meshseg")

@@ -13,11 +13,12 @@ import tempfile
 import time
 
 import keras
+import numpy as np
 import tensorflow as tf
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
-from meshseg.config import ModelConfig, OptimizerConfig, TrainConfig, checked_config
+from meshseg.config import LossConfig, ModelConfig, OptimizerConfig, TrainConfig, checked_config
 from meshseg.data.pipeline import sample_meshes
 from meshseg.data.sources import DataInfo, build_datasets
 from meshseg.errors import ConfigError, DataError
@@ -32,6 +33,7 @@ from meshseg.train.evaluate import evaluate, make_predict_step
 from meshseg.train.hparams import log_hparams
 from meshseg.train.keras_loop import KerasLoop
 from meshseg.train.mesh_summaries import MeshSummaries
+from meshseg.train.metrics import MaskedCrossEntropy, class_weights
 from meshseg.train.rundir import (CHECKPOINT_DIR, MODEL_FILE, SUMMARY_FILE, check_resume,
                                   claim_run_dir)
 from meshseg.train.summaries import peak_rss_mib, step_times
@@ -90,25 +92,53 @@ def build_model(num_classes: int, impl: str, model: ModelConfig, precision: str,
     return network
 
 
-def build_optimizer(model: keras.Model, settings: OptimizerConfig,
-                    precision: str) -> keras.optimizers.Optimizer:
-    """Adam with exponential learning-rate decay, wrapped in a LossScaleOptimizer for
-    mixed_float16, its variables created. Call inside the strategy's scope."""
-    schedule = keras.optimizers.schedules.ExponentialDecay(
-        settings.learning_rate, settings.decay_steps, settings.decay_rate)
-    optimizer = keras.optimizers.Adam(schedule, beta_1=settings.beta_1, epsilon=settings.epsilon)
+def learning_rate_schedule(settings: OptimizerConfig, steps: int
+                           ) -> keras.optimizers.schedules.LearningRateSchedule:
+    """`optimizer.schedule`: "exponential" (learning_rate * decay_rate ** (step /
+    decay_steps), the demo's) or "cosine" (linear warm-up from 0 to learning_rate over
+    `warmup_steps`, then cosine decay to 0 at step `steps`; Loshchilov & Hutter, SGDR,
+    ICLR 2017, as Keras' `CosineDecay` with warm-up)."""
+    if settings.schedule == "exponential":
+        return keras.optimizers.schedules.ExponentialDecay(
+            settings.learning_rate, settings.decay_steps, settings.decay_rate)
+    warmup = min(settings.warmup_steps, steps - 1)
+    return keras.optimizers.schedules.CosineDecay(
+        0.0 if warmup else settings.learning_rate, max(steps - warmup, 1),
+        warmup_target=settings.learning_rate if warmup else None, warmup_steps=warmup)
+
+
+def build_optimizer(model: keras.Model, settings: OptimizerConfig, precision: str,
+                    steps: int) -> keras.optimizers.Optimizer:
+    """Adam, or AdamW with decoupled weight decay (Loshchilov & Hutter, ICLR 2019), on the
+    `learning_rate_schedule` for a run of `steps` steps, wrapped in a LossScaleOptimizer
+    for mixed_float16, its variables created. Call inside the strategy's scope."""
+    schedule = learning_rate_schedule(settings, steps)
+    if settings.name == "adamw":
+        optimizer = keras.optimizers.AdamW(schedule, weight_decay=settings.weight_decay,
+                                           beta_1=settings.beta_1, epsilon=settings.epsilon)
+    else:
+        optimizer = keras.optimizers.Adam(schedule, beta_1=settings.beta_1,
+                                          epsilon=settings.epsilon)
     if precision == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     optimizer.build(model.trainable_variables)
     return optimizer
 
 
+def build_loss(settings: LossConfig, train_histogram: np.ndarray) -> MaskedCrossEntropy:
+    """The `loss` settings' loss, class weights from the training split's class histogram."""
+    return MaskedCrossEntropy(settings.label_smoothing,
+                              class_weights(train_histogram, settings.class_weights))
+
+
 def build_loop(config: TrainConfig, model: keras.Model, optimizer: keras.optimizers.Optimizer,
-               dataset: tf.data.Dataset, strategy: tf.distribute.Strategy) -> Loop:
-    """The `loop` group's loop over the training batches."""
+               dataset: tf.data.Dataset, strategy: tf.distribute.Strategy,
+               train_histogram: np.ndarray) -> Loop:
+    """The `loop` group's loop over the training batches, with the run's loss."""
+    loss = build_loss(config.loss, train_histogram)
     if config.loop.name == "custom":
-        return CustomLoop(model, optimizer, dataset, strategy, config.jit)
-    return KerasLoop(model, optimizer, dataset, config.jit)
+        return CustomLoop(model, optimizer, dataset, strategy, config.jit, loss)
+    return KerasLoop(model, optimizer, dataset, config.jit, loss)
 
 
 def choose_implementation(config: TrainConfig, train_data: tf.data.Dataset) -> str:
@@ -170,8 +200,8 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
     with strategy.scope():
         model = build_model(config.data.num_classes, impl, config.model, config.precision,
                             config.jit)
-        optimizer = build_optimizer(model, config.optimizer, config.precision)
-    loop = build_loop(config, model, optimizer, train_data, strategy)
+        optimizer = build_optimizer(model, config.optimizer, config.precision, config.steps)
+    loop = build_loop(config, model, optimizer, train_data, strategy, data_info.train_histogram)
     predict_step = make_predict_step(model, config.jit)
     mesh_summaries = MeshSummaries(
         sample_meshes(data_info.files["test"], config.summaries.meshes,

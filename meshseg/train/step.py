@@ -6,7 +6,7 @@ benchmark all run it (the Keras loop runs Keras' own step with the same loss).
 
 import statistics
 import time
-from typing import Iterable
+from typing import Callable, Iterable, Optional
 
 import keras
 import tensorflow as tf
@@ -43,6 +43,9 @@ class TrainStep:
       jit: compile with XLA, as above.
       strategy: the `tf.distribute.Strategy` the step runs under; TensorFlow's default
         strategy (`tf.distribute.get_strategy()` outside any scope) for one device.
+      loss: the per-batch loss `(labels, logits) -> float32 scalar` over real vertices
+        (`meshseg.train.metrics.MaskedCrossEntropy`, with the run's label smoothing and
+        class weights); default: the plain masked cross-entropy.
 
     Call: `(features, labels, stop=False) -> (loss, accuracy, finite, num_vertices,
     stopping)` for the global batch (features and labels as `meshseg.batch` defines them):
@@ -53,8 +56,9 @@ class TrainStep:
     """
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer, jit: bool,
-                 strategy: tf.distribute.Strategy):
+                 strategy: tf.distribute.Strategy, loss: Optional[Callable] = None):
         self.model = model
+        self.loss = loss or masked_cross_entropy
         self.optimizer = optimizer
         self.strategy = strategy
         self.scaling = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
@@ -81,7 +85,7 @@ class TrainStep:
         valid = real_vertices(labels)
         with tf.GradientTape() as tape:
             logits = self.model(features, training=True)
-            loss = masked_cross_entropy(labels, logits) * tf.reduce_sum(valid) / num_vertices
+            loss = self.loss(labels, logits) * tf.reduce_sum(valid) / num_vertices
             total_loss = loss + tf.add_n(self.model.losses) if self.model.losses else loss
             if self.scaling:
                 total_loss = self.optimizer.scale_loss(total_loss)

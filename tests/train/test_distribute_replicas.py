@@ -69,7 +69,8 @@ _, batches, _ = build_datasets(data, seed=0, jit=False)
 model_settings = ModelConfig(4, 8, [8, 8], 16, False)
 with strategy.scope():
     model = build_model(6, "gather_matmul", model_settings, "float32", False)
-    optimizer = build_optimizer(model, OptimizerConfig(1e-2, 1000, 0.95, 0.9, 1e-7), "float32")
+    optimizer = build_optimizer(model, OptimizerConfig(learning_rate=1e-2, decay_steps=1000, decay_rate=0.95,
+                                                  beta_1=0.9, epsilon=1e-7), "float32", 1000)
 step = TrainStep(model, optimizer, False, strategy)
 before = [w.copy() for w in model.get_weights()]
 features, labels = next(iter(strategy.experimental_distribute_dataset(batches)))
