@@ -1,0 +1,69 @@
+"""What the converter derives from one mesh's geometry besides its adjacency: the stored
+input features (`data.features` other than xyz) and the mesh hierarchy (`data.levels`).
+
+The one implementation for the converter (`meshseg.data.convert`, in its worker
+processes) and for `meshseg.tools.predict`, so a mesh given to predict gets exactly the
+inputs of the run's records. NumPy only (no TensorFlow).
+"""
+
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from meshseg.config import FEATURE_WIDTHS
+from meshseg.data.descriptors import heat_kernel_signature, vertex_normals
+from meshseg.data.hierarchy import mesh_hierarchy
+
+# The per-vertex features the records store (xyz is the vertices themselves), in the
+# order of `meshseg.config.FEATURE_WIDTHS`, with their widths: normals 3, hks 16.
+STORED_FEATURES = {name: width for name, width in FEATURE_WIDTHS.items() if name != "xyz"}
+
+
+def stored_features(features: Sequence[str]) -> tuple[str, ...]:
+    """The features of a `data.features` list that the records must store, in
+    `STORED_FEATURES` order (so [xyz, hks] and [hks, xyz] need the same records)."""
+    return tuple(name for name in STORED_FEATURES if name in features)
+
+
+class Derived(NamedTuple):
+    """The derived fields of one mesh.
+
+    Attributes:
+      features: {name: float32 [V, width]} for each stored feature asked for
+        ("normals" [V, 3] unit vertex normals, "hks" [V, 16] heat kernel signature).
+      levels: the coarser levels of the hierarchy, finest first (`hierarchy.Level`).
+    """
+
+    features: dict
+    levels: list
+
+
+def derive(vertices: np.ndarray, triangles: np.ndarray, features: Sequence[str] = (),
+           num_levels: int = 0, coarsening: float = 4.0) -> Derived:
+    """The stored features and hierarchy of one mesh.
+
+    Args:
+      vertices: float [V, 3] positions as stored in the record (float32, relative to the
+        record's origin); triangles: int [T, 3] indices in [0, V).
+      features: names among `STORED_FEATURES` (others, such as xyz, are ignored).
+      num_levels: L coarser levels (`meshseg.data.hierarchy.mesh_hierarchy`).
+      coarsening: vertex-count ratio between levels, > 1.
+
+    Returns:
+      `Derived`.
+
+    Raises:
+      ValueError: for a mesh whose HKS is undefined (no triangle, zero area), or bad
+        counts.
+    """
+    computed = {}
+    if "normals" in features:
+        computed["normals"] = vertex_normals(vertices, triangles)
+    if "hks" in features:
+        computed["hks"] = heat_kernel_signature(vertices, triangles,
+                                                num_times=STORED_FEATURES["hks"])
+    for name, values in computed.items():
+        if not np.isfinite(values).all():
+            raise ValueError(f"{name} is not finite at {np.sum(~np.isfinite(values))} values")
+    levels = mesh_hierarchy(vertices, triangles, num_levels, coarsening) if num_levels else []
+    return Derived(computed, levels)
