@@ -14,7 +14,10 @@ Command line:
     python -m meshseg.data.convert --meshes data/rna_sample/off \\
         --labels data/rna_sample/labels --split-file data/rna_sample/train.txt \\
         --out /tmp/rna/train --num-shards 4 --label-offset 1 --num-classes 260 \\
-        --adjacency edges --workers 2
+        --adjacency edges --workers 2 [--features normals hks --levels 3 --coarsening 4]
+
+`--features` stores per-vertex normals and/or the heat kernel signature, `--levels` the
+mesh hierarchy (`meshseg.data.derived`, computed in the worker processes).
 """
 
 import argparse
@@ -32,6 +35,7 @@ from meshseg.cli import at_least, command, existing_dir, existing_file, output_d
 from meshseg.config import ADJACENCY_LEVELS
 from meshseg.data import meshfiles
 from meshseg.data.adjacency import ADJACENCY_FIELDS
+from meshseg.data.derived import STORED_FEATURES, stored_features
 from meshseg.data.manifest import listed_shards, manifest_path, summarize, write_manifest
 from meshseg.errors import ConfigError, DataError
 
@@ -70,8 +74,17 @@ def _table(mesh: meshfiles.LabelledMesh):
     return table
 
 
+def _level_tables(mesh: meshfiles.LabelledMesh) -> list:
+    """The neighbour table of each coarser level of the mesh's hierarchy (for its sizes)."""
+    from meshseg.batch import table_from_edges  # TF: see `_table`
+
+    return [table_from_edges(level.edges[:, 0], level.edges[:, 1], level.edge_weights,
+                             level.num_vertices)[0] for level in mesh.derived.levels]
+
+
 def _record(mesh: meshfiles.LabelledMesh, table, adjacency: str) -> bytes:
-    """The mesh's record, storing the adjacency of level `adjacency` (ADJACENCY_LEVELS)."""
+    """The mesh's record, storing the adjacency of level `adjacency` (ADJACENCY_LEVELS) and
+    the mesh's derived features and hierarchy levels."""
     from meshseg.data.records import mesh_to_example  # TF: see `_table`
 
     arrays = {"edges": mesh.edges, "edge_weights": mesh.edge_weights,
@@ -80,12 +93,13 @@ def _record(mesh: meshfiles.LabelledMesh, table, adjacency: str) -> bytes:
               "overflow_weights": table.overflow_weights,
               "overflow_centers": table.overflow_centers}
     stored = {name: arrays[name] for name in ADJACENCY_FIELDS[adjacency]}
-    return mesh_to_example(mesh.vertices, mesh.triangles, mesh.labels, stored)
+    return mesh_to_example(mesh.vertices, mesh.triangles, mesh.labels, stored,
+                           mesh.derived.features, mesh.derived.levels)
 
 
 def _manifest_entry(mesh: meshfiles.LabelledMesh, table, mesh_path, label_path,
                     shard: int) -> dict:
-    return {
+    entry = {
         "source": str(mesh_path), "sha256": mesh.sha256, "labels": str(label_path),
         "shard": shard, "num_vertices": len(mesh.vertices),
         "num_triangles": len(mesh.triangles), "num_edges": len(mesh.edges),
@@ -95,6 +109,13 @@ def _manifest_entry(mesh: meshfiles.LabelledMesh, table, mesh_path, label_path,
         "duplicate_faces": mesh.face_counts.duplicate, "origin": mesh.origin.tolist(),
         "histogram": np.bincount(mesh.labels).tolist(),
     }
+    if mesh.derived.levels:
+        entry["levels"] = [
+            {"num_vertices": int(level.num_vertices), "num_edges": len(level.edges),
+             "table_width": int(level_table.neighbors.shape[1]),
+             "overflow_rows": int(level_table.overflow_centers.shape[0])}
+            for level, level_table in zip(mesh.derived.levels, _level_tables(mesh))]
+    return entry
 
 
 def convert_split(
@@ -108,6 +129,9 @@ def convert_split(
     adjacency: str = "none",
     workers: int = 1,
     strict: bool = False,
+    features: tuple[str, ...] = (),
+    levels: int = 0,
+    coarsening: float = 4.0,
 ) -> list[str]:
     """Writes labelled meshes to TFRecord shards plus `<out_prefix>.manifest.json`.
 
@@ -128,13 +152,16 @@ def convert_split(
         (see `meshseg.data.records.ADJACENCY_FEATURES`).
       workers: processes that load and validate meshes (1: in this process).
       strict: stop at the first bad mesh instead of skipping it.
+      features: stored features, names of `meshseg.data.derived.STORED_FEATURES`
+        ("normals", "hks"; "xyz" is ignored: the vertices are always stored).
+      levels: coarser hierarchy levels stored (0: none); coarsening: their vertex ratio.
 
     Returns:
       The shard paths, in order.
 
     Raises:
       ValueError: if the path lists differ in length or are empty, or `num_shards`,
-        `label_kind` or `adjacency` is invalid.
+        `label_kind`, `adjacency`, `features`, `levels` or `coarsening` is invalid.
       DataError: if every mesh is bad, or (under `strict`) a mesh is bad:
         "<mesh file>: <reason>". Nothing is written then.
     """
@@ -146,10 +173,17 @@ def convert_split(
         raise ValueError(f"num_shards must be in [1, {len(mesh_paths)}], got {num_shards}")
     if label_kind not in meshfiles.LABEL_KINDS or adjacency not in ADJACENCY_LEVELS:
         raise ValueError(f"bad label_kind {label_kind!r} or adjacency {adjacency!r}")
+    unknown = set(features) - set(STORED_FEATURES) - {"xyz"}
+    if unknown or levels < 0 or not coarsening > 1:
+        raise ValueError(f"bad features {sorted(unknown)}, levels {levels} or coarsening "
+                         f"{coarsening}: features among {', '.join(STORED_FEATURES)}, "
+                         "levels >= 0, coarsening > 1")
+    features = stored_features(features)
     from meshseg.data.records import write_records_atomically  # TF: see `_record`
 
     jobs = [dict(mesh_path=str(m), label_path=str(l), label_offset=label_offset,
-                 num_classes=num_classes, label_kind=label_kind)
+                 num_classes=num_classes, label_kind=label_kind, features=features,
+                 levels=levels, coarsening=coarsening)
             for m, l in zip(mesh_paths, label_paths)]
     shard_of = np.repeat(np.arange(num_shards),
                          [len(c) for c in np.array_split(np.arange(len(jobs)), num_shards)])
@@ -176,7 +210,8 @@ def convert_split(
                              f"{skipped[0]['source']}: {skipped[0]['reason']}")
 
     settings = dict(num_classes=num_classes, label_offset=label_offset,
-                    label_kind=label_kind, adjacency=adjacency)
+                    label_kind=label_kind, adjacency=adjacency, features=list(features),
+                    levels=levels, coarsening=coarsening)
     replaced = listed_shards(out_prefix)
 
     def finish():
@@ -257,11 +292,20 @@ def main(argv: list[str] | None = None) -> None:
                         help="labels are per face; majority vote per vertex, ties to lowest")
     parser.add_argument("--adjacency", choices=ADJACENCY_LEVELS, default="none",
                         help="store the 1-ring edges (and the neighbour table) in the records")
+    parser.add_argument("--features", nargs="*", choices=tuple(STORED_FEATURES), default=[],
+                        help="per-vertex features to store: normals, hks (heat kernel "
+                             "signature, 16 channels)")
+    parser.add_argument("--levels", type=int, choices=range(0, 9), default=0, metavar="L",
+                        help="coarser mesh-hierarchy levels to store (0-8)")
+    parser.add_argument("--coarsening", type=float, default=4.0,
+                        help="vertex-count ratio between hierarchy levels (> 1)")
     parser.add_argument("--workers", type=at_least(1), default=os.cpu_count() or 1)
     parser.add_argument("--strict", action="store_true", help="stop at the first bad mesh")
     parser.add_argument("--mesh-glob", default="*",
                         help="keep only split entries matching this fnmatch pattern")
     args = parser.parse_args(argv)
+    if not 1 < args.coarsening < float("inf"):
+        raise ConfigError(f"--coarsening {args.coarsening}: must be a finite number > 1")
     existing_dir("--meshes", args.meshes)
     existing_dir("--labels", args.labels)
     existing_file("--split-file", args.split_file)
@@ -280,7 +324,8 @@ def main(argv: list[str] | None = None) -> None:
     shards = convert_split(
         mesh_paths, label_paths, args.out, args.num_shards, args.label_offset,
         num_classes=args.num_classes, label_kind="face" if args.face_labels else "vertex",
-        adjacency=args.adjacency, workers=args.workers, strict=args.strict)
+        adjacency=args.adjacency, workers=args.workers, strict=args.strict,
+        features=tuple(args.features), levels=args.levels, coarsening=args.coarsening)
     for shard in shards:
         print(shard)
     print(manifest_path(args.out))

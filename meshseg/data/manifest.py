@@ -5,14 +5,17 @@ For shards `<prefix>-00000-of-0000N.tfrecords` the manifest is
 
     {"format": 1, "shards": [shard file names], "num_meshes": N, "num_skipped": S,
      "num_classes": C or null, "label_offset": int, "label_kind": "vertex"|"face",
-     "adjacency": "none"|"edges"|"table",
+     "adjacency": "none"|"edges"|"table", "features": [stored features],
+     "levels": L, "coarsening": ratio,
      "class_histogram": [vertex count of class 0, 1, ..., max label],
      "vertex_count": {"min", "max", "mean", "median"},
      "faces": {"degenerate": total, "duplicate": total},
      "meshes": [{"source", "sha256", "labels", "shard", "num_vertices", "num_triangles",
                  "num_edges", "max_degree", "table_width", "overflow_rows",
                  "degenerate_faces", "duplicate_faces",
-                 "origin": [x, y, z] the stored positions are relative to}, ...],
+                 "origin": [x, y, z] the stored positions are relative to,
+                 "levels": [{"num_vertices", "num_edges", "table_width",
+                             "overflow_rows"} per coarser level] (only when L > 0)}, ...],
      "skipped": [{"source", "reason"}, ...]}
 """
 
@@ -40,7 +43,8 @@ def summarize(meshes: list[dict], skipped: list[dict], shards: list[str], **sett
         'histogram': int [C_i] per-class vertex counts of that mesh (removed here).
       skipped: {"source", "reason"} per skipped mesh.
       shards: shard paths (stored as file names).
-      **settings: num_classes, label_offset, label_kind, adjacency.
+      **settings: num_classes, label_offset, label_kind, adjacency, features, levels,
+        coarsening.
     """
     histogram = np.zeros(0, np.int64)
     for mesh in meshes:
@@ -107,17 +111,22 @@ def unlisted_shards(files: list[str]) -> list[str]:
     return unlisted
 
 
-def manifest_sizes(files: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
+LEVEL_SIZES = ("num_vertices", "num_edges", "table_width", "overflow_rows")
+
+
+def manifest_sizes(files: list[str], levels: int = 0
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
     """Mesh sizes and class histogram of `files` from their manifests, if all have one.
 
     Args:
       files: shard paths named `<prefix>-iiiii-of-nnnnn.tfrecords`.
+      levels: L, the coarser hierarchy levels whose sizes are wanted too.
 
     Returns:
-      (sizes int64 [N, 4] of (num_vertices, num_edges, table_width, overflow_rows) per
-      mesh in `files`, class histogram int64 [C]) or None when a file is not named like
-      a converted shard, its manifest is missing, unreadable or of another format, or
-      does not list it.
+      (sizes int64 [N, 4 * (1 + L)]: (num_vertices, num_edges, table_width, overflow_rows)
+      of the mesh, then of each level, per mesh in `files`, class histogram int64 [C]) or
+      None when a file is not named like a converted shard, its manifest is missing,
+      unreadable or of another format, does not list it, or stores fewer than L levels.
     """
     wanted: dict[Path, set[str]] = {}
     for file in files:
@@ -134,10 +143,12 @@ def manifest_sizes(files: list[str]) -> tuple[np.ndarray, np.ndarray] | None:
         # Only a manifest's full shard set has a known histogram; otherwise scan.
         if manifest.get("format") != MANIFEST_FORMAT or names != set(manifest["shards"]):
             return None
-        sizes += [(m["num_vertices"], m["num_edges"], m["table_width"], m["overflow_rows"])
-                  for m in manifest["meshes"]]
+        if levels and any(len(m.get("levels", ())) < levels for m in manifest["meshes"]):
+            return None
+        sizes += [tuple(entry[name] for entry in [m, *m.get("levels", ())[:levels]]
+                        for name in LEVEL_SIZES) for m in manifest["meshes"]]
         counts = np.asarray(manifest["class_histogram"], np.int64)
         size = max(histogram.size, counts.size)
         histogram = np.pad(histogram, (0, size - histogram.size)) + np.pad(
             counts, (0, size - counts.size))
-    return np.asarray(sizes, np.int64).reshape(-1, 4), histogram
+    return np.asarray(sizes, np.int64).reshape(-1, 4 * (1 + levels)), histogram

@@ -34,7 +34,7 @@ going to the lowest class id (see `face_to_vertex_labels`).
 
 import hashlib
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +42,7 @@ import trimesh
 
 from meshseg.data.adjacency import mesh_edges
 from meshseg.data.declared_counts import check_declared_counts
+from meshseg.data.derived import Derived, derive
 from meshseg.data.validate import (FaceCounts, InvalidMeshError, float32_positions,
                                    validate_geometry, validate_labels)
 
@@ -60,6 +61,8 @@ class LabelledMesh:
       edges, edge_weights: int32 [E, 2] / float32 [E] 1-ring adjacency (`mesh_edges`).
       origin: float64 [3], the point the stored positions are relative to (zeros unless
         float32 needed centring, `validate.float32_positions`).
+      derived: the stored features and hierarchy levels (`meshseg.data.derived.Derived`),
+        none by default.
     """
 
     vertices: np.ndarray
@@ -70,6 +73,7 @@ class LabelledMesh:
     edges: np.ndarray
     edge_weights: np.ndarray
     origin: np.ndarray
+    derived: Derived = field(default_factory=lambda: Derived({}, []))
 
     @property
     def max_degree(self) -> int:
@@ -298,12 +302,24 @@ def load_labelled_mesh(
 
 
 def convert_job(job: dict) -> tuple[bool, LabelledMesh | str]:
-    """Process-pool entry point: `load_labelled_mesh(**job)`.
+    """Process-pool entry point: `load_labelled_mesh(**job)`, then the derived fields
+    (`meshseg.data.derived.derive`) of the job's optional "features", "levels" and
+    "coarsening".
 
     Returns:
-      (True, LabelledMesh) or (False, reason) for an `InvalidMeshError`.
+      (True, LabelledMesh) or (False, reason) for an `InvalidMeshError` or a mesh whose
+      derived fields are undefined (e.g. the HKS of a mesh of zero area).
     """
+    job = dict(job)
+    features, levels = job.pop("features", ()), job.pop("levels", 0)
+    coarsening = job.pop("coarsening", 4.0)
     try:
-        return True, load_labelled_mesh(**job)
+        mesh = load_labelled_mesh(**job)
     except InvalidMeshError as error:
         return False, str(error)
+    if features or levels:
+        try:
+            mesh.derived = derive(mesh.vertices, mesh.triangles, features, levels, coarsening)
+        except ValueError as error:
+            return False, f"features or hierarchy: {error}"
+    return True, mesh

@@ -8,8 +8,10 @@ body parts set (`meshes/{iso,qes}/*.ply`, `labels/<label_set>/<variant>/<stem>.t
 are both described by a `MeshFolder` (conf/data/rna_sample.yaml, human_parts.yaml).
 
 The cache folder holds the shards, their manifests and `stamp.json`, which
-records the source files, their content hashes and the conversion settings. A cache
-whose stamp differs from the current source is rebuilt. The build happens in a
+records the source files, their content hashes and the conversion settings (adjacency,
+stored features, hierarchy levels and coarsening included). A cache whose stamp differs
+from the current source or settings is rebuilt: changing `data.features` to [xyz, hks] or
+`data.levels` reconverts the folder once (into the same `cache_dir`). The build happens in a
 temporary sibling folder that is renamed into place only when complete, so an
 interrupted build is never reused. Conversion is strict: a bad mesh fails the
 build with its file name.
@@ -44,6 +46,9 @@ class MeshFolder:
         mesh: a split of fewer meshes gets fewer shards).
       adjacency: stored adjacency, "none", "edges" or "table".
       label_kind: "vertex" or "face".
+      features: stored per-vertex features, among "normals", "hks" (in that order;
+        `meshseg.data.derived.stored_features`).
+      levels: coarser mesh-hierarchy levels stored; coarsening: their vertex ratio.
     """
 
     root: str
@@ -54,6 +59,9 @@ class MeshFolder:
     shards: dict = field(default_factory=lambda: {"train": 4, "test": 1})
     adjacency: str = "edges"
     label_kind: str = "vertex"
+    features: tuple = ()
+    levels: int = 0
+    coarsening: float = 4.0
 
 
 def _pairs(source: MeshFolder) -> dict[str, tuple[list[Path], list[Path]]]:
@@ -73,6 +81,14 @@ def _source_stamp(source: MeshFolder, pairs: dict) -> dict:
         files += list(mesh_paths) + list(label_paths)
     settings = asdict(source)
     settings.pop("root")
+    settings["features"] = list(settings["features"])
+    # Settings at their defaults are left out, so a cache built before they existed (no
+    # features, no hierarchy) stays valid; the coarsening matters only with levels.
+    for name, default in (("features", []), ("levels", 0)):
+        if settings[name] == default:
+            settings.pop(name)
+    if not source.levels:
+        settings.pop("coarsening")
     return {"files": {str(Path(p).relative_to(root)): file_sha256(p) for p in files},
             "settings": settings, "format": MANIFEST_FORMAT}
 
@@ -123,7 +139,8 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
             convert_split(*pairs[split], build_dir / split, shards[split],
                           source.label_offset, num_classes=source.num_classes,
                           label_kind=source.label_kind, adjacency=source.adjacency,
-                          workers=workers, strict=True)
+                          workers=workers, strict=True, features=tuple(source.features),
+                          levels=source.levels, coarsening=source.coarsening)
         (build_dir / STAMP_NAME).write_text(json.dumps(stamp, indent=1, sort_keys=True))
         if cache_dir.exists():
             shutil.rmtree(cache_dir)

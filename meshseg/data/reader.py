@@ -28,7 +28,8 @@ from tensorflow.core.framework import tensor_pb2
 
 from meshseg.config import ADJACENCY_LEVELS
 from meshseg.data.adjacency import ADJACENCY_FIELDS
-from meshseg.data.records import ADJACENCY_FEATURES
+from meshseg.data.records import (ADJACENCY_FEATURES, LEVEL_FEATURES, STORED_FEATURE_WIDTHS,
+                                  level_field)
 from meshseg.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -130,23 +131,29 @@ def _check_shape(name: str, array: np.ndarray, expected: tuple) -> None:
         raise ValueError(f"'{name}' has shape {array.shape}, expected {shown}")
 
 
-def decode_mesh_record(serialized: bytes, adjacency: str = "none") -> dict[str, np.ndarray]:
+def decode_mesh_record(serialized: bytes, adjacency: str = "none", features=(),
+                       levels: int = 0) -> dict[str, np.ndarray]:
     """Decodes and checks one serialised mesh `tf.train.Example` in Python.
 
     Args:
       serialized: the record's bytes.
       adjacency: stored adjacency to decode as well: "none", "edges" (edges,
         edge_weights, num_edges) or "table" (also the neighbour table's arrays).
+      features: stored features to decode and check ("normals", "hks").
+      levels: L, the hierarchy levels to decode and check (the record may store more).
 
     Returns:
       dict with 'vertices' float32 [V, 3], 'triangles' int32 [T, 3], 'labels'
       int32 [V], 'num_vertices' and 'num_triangles' int32 scalars, plus the
-      requested adjacency arrays ('num_edges' int32 scalar).
+      requested adjacency arrays ('num_edges' int32 scalar), the features
+      (float32 [V, width]) and each level's fields under `level_field` names.
 
     Raises:
       ValueError: with the reason, if the bytes are not an Example, a feature is
         missing, a tensor has the wrong dtype or shape, a count disagrees with
-        its tensor, an index is outside [0, V), or a label is negative.
+        its tensor, an index is outside [0, V), a label is negative, a feature is not
+        finite, or a level's edges or parents index outside its vertices (the message
+        names the field).
     """
     try:
         example = tf.train.Example.FromString(serialized)
@@ -182,7 +189,45 @@ def decode_mesh_record(serialized: bytes, adjacency: str = "none") -> dict[str, 
                      mesh["overflow_neighbors"].shape)
         _check_shape("overflow_centers", mesh["overflow_centers"],
                      mesh["overflow_neighbors"].shape[:1])
+    for name in features:
+        mesh[name] = _tensor(example, name, np.float32)
+        _check_shape(name, mesh[name], (num_vertices, STORED_FEATURE_WIDTHS[name]))
+        if not np.isfinite(mesh[name]).all():
+            raise ValueError(f"'{name}' has {np.sum(~np.isfinite(mesh[name]))} non-finite "
+                             "values")
+    if levels:
+        mesh |= _decode_levels(example, levels, num_vertices)
     return mesh
+
+
+def _decode_levels(example: tf.train.Example, levels: int, num_vertices: int) -> dict:
+    """The fields of the first `levels` hierarchy levels, checked; raises ValueError."""
+    stored = _count(example, "num_levels")
+    if stored < levels:
+        raise ValueError(f"'num_levels' is {stored}, fewer than the {levels} levels asked for")
+    fields, below = {}, num_vertices
+    for level in range(1, levels + 1):
+        count = _count(example, level_field(level, "num_vertices"))
+        arrays = {name: _tensor(example, level_field(level, name), dtype.as_numpy_dtype)
+                  for name, dtype in LEVEL_FEATURES.items()}
+        edges, weights, parents = arrays["edges"], arrays["edge_weights"], arrays["parents"]
+        _check_shape(level_field(level, "edges"), edges, (None, 2))
+        _check_shape(level_field(level, "edge_weights"), weights, edges.shape[:1])
+        _check_shape(level_field(level, "parents"), parents, (below,))
+        if count < 1:
+            raise ValueError(f"'{level_field(level, 'num_vertices')}' is {count}, not >= 1")
+        if edges.size and (edges.min() < 0 or edges.max() >= count):
+            raise ValueError(f"'{level_field(level, 'edges')}' has a vertex index outside "
+                             f"[0, {count})")
+        if not np.isfinite(weights).all():
+            raise ValueError(f"'{level_field(level, 'edge_weights')}' is not finite")
+        if parents.size and (parents.min() < 0 or parents.max() >= count):
+            raise ValueError(f"'{level_field(level, 'parents')}' has a parent outside "
+                             f"[0, {count}): [{parents.min()}, {parents.max()}]")
+        fields[level_field(level, "num_vertices")] = np.int32(count)
+        fields |= {level_field(level, name): array for name, array in arrays.items()}
+        below = count
+    return fields
 
 
 def record_adjacency(serialized: bytes) -> str:
@@ -192,6 +237,31 @@ def record_adjacency(serialized: bytes) -> str:
         if all(name in feature for name in ADJACENCY_FIELDS[level]):
             return level
     return "none"
+
+
+def record_fields(serialized: bytes) -> tuple[tuple[str, ...], int]:
+    """(stored features in `STORED_FEATURE_WIDTHS` order, stored hierarchy levels) of one
+    record."""
+    feature = tf.train.Example.FromString(serialized).features.feature
+    levels = feature["num_levels"].int64_list.value if "num_levels" in feature else [0]
+    return (tuple(name for name in STORED_FEATURE_WIDTHS if name in feature),
+            int(levels[0]) if len(levels) == 1 else 0)
+
+
+def stored_fields(files: list[str]) -> tuple[tuple[str, ...], int]:
+    """The features and hierarchy levels every shard stores, judged by each shard's first
+    record (none for an empty or unreadable shard; the reader reports it later)."""
+    features, levels = set(STORED_FEATURE_WIDTHS), 8
+    for path in files:
+        try:
+            first = next(iter(open_shard(path).take(1)), None)
+        except tf.errors.OpError:
+            first = None
+        names, count = ((), 0) if first is None else record_fields(first.numpy())
+        features, levels = features & set(names), min(levels, count)
+    if not files:
+        return (), 0
+    return tuple(name for name in STORED_FEATURE_WIDTHS if name in features), levels
 
 
 def stored_adjacency(files: list[str]) -> str:
@@ -208,7 +278,8 @@ def stored_adjacency(files: list[str]) -> str:
 
 
 def check_shard(path: str, adjacency: str = "none", skip_bad_records: bool = False,
-                bad_records: BadRecordLog | None = None) -> tuple[int, list[int]]:
+                bad_records: BadRecordLog | None = None, features=(), levels: int = 0
+                ) -> tuple[int, list[int]]:
     """Reads and decodes every record of one shard once, in file order.
 
     Args:
@@ -216,6 +287,7 @@ def check_shard(path: str, adjacency: str = "none", skip_bad_records: bool = Fal
       adjacency: stored adjacency to check as well (see `decode_mesh_record`).
       skip_bad_records: log and count bad records in `bad_records` instead of raising.
       bad_records: where skipped records are counted; a fresh log when None.
+      features, levels: stored features and hierarchy levels to check as well.
 
     Returns:
       (readable, bad): the number of records before the shard's end or the first
@@ -228,7 +300,7 @@ def check_shard(path: str, adjacency: str = "none", skip_bad_records: bool = Fal
       FileNotFoundError: if the shard does not exist.
     """
     bad_records = bad_records if bad_records is not None else BadRecordLog()
-    readable, problems, _ = _decode_shard(path, adjacency)
+    readable, problems, _ = _decode_shard(path, adjacency, tuple(features), levels)
     for index, message in problems:
         if not skip_bad_records:
             raise BadRecordError(message)
@@ -236,14 +308,15 @@ def check_shard(path: str, adjacency: str = "none", skip_bad_records: bool = Fal
     return readable, [index for index, _ in problems if index < readable]
 
 
-def geometry_digests(path: str, adjacency: str = "none") -> dict[int, str]:
+def geometry_digests(path: str, adjacency: str = "none", features=(), levels: int = 0
+                     ) -> dict[int, str]:
     """{record index: SHA-256 of its vertices and triangles} of the records of one shard
     that decode: equal for two records of the same mesh, whichever file holds them."""
-    return dict(_decode_shard(path, adjacency)[2])
+    return dict(_decode_shard(path, adjacency, tuple(features), levels)[2])
 
 
 @per_file_version
-def _decode_shard(path: str, adjacency: str):
+def _decode_shard(path: str, adjacency: str, features: tuple = (), levels: int = 0):
     """Decodes every record of a shard (once per file version, `per_file_version`).
 
     Returns:
@@ -265,7 +338,7 @@ def _decode_shard(path: str, adjacency: str):
                                     "unreadable"))
             return index, tuple(problems), tuple(digests)
         try:
-            mesh = decode_mesh_record(serialized.numpy(), adjacency)
+            mesh = decode_mesh_record(serialized.numpy(), adjacency, features, levels)
         except ValueError as error:
             problems.append((index, f"{path}, record {index}: {error}"))
         else:

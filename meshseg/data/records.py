@@ -22,6 +22,16 @@ with `--adjacency edges|table`); readers of the demo schema ignore them:
 - `neighbors`, `neighbor_weights`: serialised int32 / float32 [V, K], and
   `overflow_neighbors`, `overflow_weights` [O, K], `overflow_centers` [O]: the
   neighbour table (`meshseg.batch.table_from_edges`); only with `--adjacency table`.
+
+Optional derived fields (`meshseg.data.derived`, converter `--features`, `--levels`);
+readers of the demo schema ignore them too:
+
+- `normals`: serialised float32 [V, 3] unit vertex normals; `hks`: serialised float32
+  [V, 16] heat kernel signature (`STORED_FEATURE_WIDTHS`).
+- `num_levels`: int64 L, the coarser levels of the mesh hierarchy stored, and for each
+  l = 1..L: `level<l>_num_vertices` int64 V_l, `level<l>_edges` serialised int32 [E_l, 2],
+  `level<l>_edge_weights` float32 [E_l] and `level<l>_parents` int32 [V_{l-1}]
+  (`meshseg.data.hierarchy.Level`; `level_field`).
 """
 
 import os
@@ -30,6 +40,12 @@ import numpy as np
 import tensorflow as tf
 
 from meshseg.data.adjacency import ADJACENCY_FIELDS
+from meshseg.config import FEATURE_WIDTHS
+
+# The features records can store (xyz is the vertices), with their widths: normals 3, hks 16.
+STORED_FEATURE_WIDTHS = {name: width for name, width in FEATURE_WIDTHS.items() if name != "xyz"}
+# The dtypes of a level's serialised fields (`level_field`).
+LEVEL_FEATURES = {"edges": tf.int32, "edge_weights": tf.float32, "parents": tf.int32}
 
 FEATURE_SPEC = {
     "num_vertices": tf.io.FixedLenFeature([], tf.int64),
@@ -65,11 +81,23 @@ def _int64_feature(value: int) -> tf.train.Feature:
     return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
 
 
+def _tensor_feature(array: np.ndarray) -> tf.train.Feature:
+    return _bytes_feature(tf.io.serialize_tensor(array).numpy())
+
+
+def level_field(level: int, name: str) -> str:
+    """The record field of level `level` (>= 1): "level<l>_<name>", name one of
+    num_vertices, edges, edge_weights, parents."""
+    return f"level{level}_{name}"
+
+
 def mesh_to_example(
     vertices: np.ndarray,
     triangles: np.ndarray,
     labels: np.ndarray,
     adjacency: dict[str, np.ndarray] | None = None,
+    features: dict[str, np.ndarray] | None = None,
+    levels=(),
 ) -> bytes:
     """Serialises one labelled mesh as a `tf.train.Example`.
 
@@ -82,6 +110,10 @@ def mesh_to_example(
         `meshseg.data.adjacency.ADJACENCY_FIELDS`: 'edges' [E, 2] and 'edge_weights'
         [E], and for "table" the neighbour table's arrays; cast to the dtypes of
         `ADJACENCY_FEATURES`.
+      features: optional {name: [V, width]} stored features ("normals", "hks";
+        `STORED_FEATURE_WIDTHS`), cast to float32.
+      levels: the mesh hierarchy's coarser levels, finest first (objects with
+        num_vertices, edges, edge_weights, parents: `meshseg.data.hierarchy.Level`).
 
     Returns:
       The serialised `tf.train.Example` (bytes) in the demo schema.
@@ -89,7 +121,8 @@ def mesh_to_example(
     Raises:
       ValueError: if an array has the wrong rank or last dimension, the
         number of labels differs from the number of vertices, or the adjacency
-        arrays are incomplete or inconsistent.
+        arrays are incomplete or inconsistent, or a feature or level has the wrong
+        shape or a parent index outside its level.
     """
     vertices = np.asarray(vertices, dtype=np.float32)
     triangles = np.asarray(triangles, dtype=np.int32)
@@ -103,6 +136,7 @@ def mesh_to_example(
             f"labels must have shape [V] = [{vertices.shape[0]}], got {labels.shape}"
         )
     feature = _adjacency_features(adjacency or {}, vertices.shape[0])
+    feature |= _derived_features(features or {}, levels, vertices.shape[0])
     feature |= {
         "num_vertices": _int64_feature(vertices.shape[0]),
         "num_triangles": _int64_feature(triangles.shape[0]),
@@ -143,6 +177,42 @@ def _adjacency_features(adjacency: dict[str, np.ndarray], num_vertices: int) -> 
     if level != "none":
         features["num_edges"] = _int64_feature(arrays["edges"].shape[0])
     return features
+
+
+def _derived_features(features: dict[str, np.ndarray], levels, num_vertices: int) -> dict:
+    """The optional feature and hierarchy fields of `mesh_to_example`; raises ValueError."""
+    fields = {}
+    for name, values in features.items():
+        if name not in STORED_FEATURE_WIDTHS:
+            raise ValueError(f"feature {name!r} is not stored in records; stored are "
+                             f"{', '.join(STORED_FEATURE_WIDTHS)}")
+        values = np.asarray(values, np.float32)
+        if values.shape != (num_vertices, STORED_FEATURE_WIDTHS[name]):
+            raise ValueError(f"{name} must have shape [V, {STORED_FEATURE_WIDTHS[name]}] = "
+                             f"[{num_vertices}, {STORED_FEATURE_WIDTHS[name]}], got {values.shape}")
+        fields[name] = _tensor_feature(values)
+    if not levels:
+        return fields
+    fields["num_levels"] = _int64_feature(len(levels))
+    below = num_vertices
+    for index, level in enumerate(levels, start=1):
+        count = int(level.num_vertices)
+        edges = np.asarray(level.edges, np.int32)
+        edge_weights = np.asarray(level.edge_weights, np.float32)
+        parents = np.asarray(level.parents, np.int32)
+        if (edges.ndim != 2 or edges.shape[1:] != (2,) or edge_weights.shape != edges.shape[:1]
+                or parents.shape != (below,)):
+            raise ValueError(f"level {index}: edges must be [E, 2], edge_weights [E] and "
+                             f"parents [{below}], got {edges.shape}, {edge_weights.shape}, "
+                             f"{parents.shape}")
+        if parents.size and (parents.min() < 0 or parents.max() >= count):
+            raise ValueError(f"level {index}: parents outside [0, {count})")
+        fields |= {level_field(index, "num_vertices"): _int64_feature(count),
+                   level_field(index, "edges"): _tensor_feature(edges),
+                   level_field(index, "edge_weights"): _tensor_feature(edge_weights),
+                   level_field(index, "parents"): _tensor_feature(parents)}
+        below = count
+    return fields
 
 
 def _assert_serialized_dtype(
@@ -316,3 +386,49 @@ def parse_adjacency(serialized: tf.Tensor, adjacency: str) -> dict[str, tf.Tenso
               "neighbor_weights": [None, None], "overflow_neighbors": [None, None],
               "overflow_weights": [None, None], "overflow_centers": [None]}
     return {name: tf.ensure_shape(value, shapes[name]) for name, value in parsed.items()}
+
+
+def parse_features(serialized: tf.Tensor, names) -> dict[str, tf.Tensor]:
+    """Parses stored features with TF ops (usable in `Dataset.map`).
+
+    Args:
+      serialized: scalar tf.string, one serialised `tf.train.Example`.
+      names: stored feature names ("normals", "hks").
+
+    Returns:
+      {name: float32 [V, width]} (static width, `STORED_FEATURE_WIDTHS`).
+
+    Raises:
+      tf.errors.InvalidArgumentError: at iteration time, if a field is missing or has
+        another dtype (`meshseg.data.reader.check_shard` reports these first).
+    """
+    spec = {name: tf.io.FixedLenFeature([], tf.string) for name in names}
+    record = tf.io.parse_single_example(serialized, spec)
+    return {name: tf.ensure_shape(tf.io.parse_tensor(record[name], tf.float32),
+                                  [None, STORED_FEATURE_WIDTHS[name]])
+            for name in names}
+
+
+def parse_levels(serialized: tf.Tensor, num_levels: int) -> list[dict[str, tf.Tensor]]:
+    """Parses the first `num_levels` stored hierarchy levels with TF ops.
+
+    Returns:
+      one dict per level, finest first: 'num_vertices' int32 scalar V_l, 'edges' int32
+      [E_l, 2], 'edge_weights' float32 [E_l], 'parents' int32 [V_{l-1}].
+
+    Raises:
+      tf.errors.InvalidArgumentError: at iteration time, if a field is missing or has
+        another dtype (`meshseg.data.reader.check_shard` reports these first).
+    """
+    spec = {}
+    for level in range(1, num_levels + 1):
+        spec[level_field(level, "num_vertices")] = tf.io.FixedLenFeature([], tf.int64)
+        spec |= {level_field(level, name): tf.io.FixedLenFeature([], tf.string)
+                 for name in LEVEL_FEATURES}
+    record = tf.io.parse_single_example(serialized, spec)
+    shapes = {"edges": [None, 2], "edge_weights": [None], "parents": [None]}
+    return [{"num_vertices": tf.cast(record[level_field(level, "num_vertices")], tf.int32),
+             **{name: tf.ensure_shape(tf.io.parse_tensor(record[level_field(level, name)],
+                                                         dtype), shapes[name])
+                for name, dtype in LEVEL_FEATURES.items()}}
+            for level in range(1, num_levels + 1)]
