@@ -8,10 +8,17 @@ within a bucket and padded to exactly its shape. Bucket shapes come from
 `data.num_buckets` quantiles of the vertex counts (`auto_boundaries`); E, K and O
 of each bucket are the largest of the meshes that fall in it, E and O rounded up
 (`bucket_shapes`).
+
+With a mesh hierarchy (`data.levels` = L), a bucket's shape continues with (V_l, E_l, K_l,
+O_l) for each coarser level l = 1..L: the largest of the bucket's meshes, V_l and E_l
+rounded up like E, O_l like O, so every level of every batch has one static shape per
+bucket. A mesh fits a bucket when it fits at every level.
 """
 
 import numpy as np
 import tensorflow as tf
+
+from meshseg.batch import level_key
 
 # Overflow rows of a bucket are rounded up to a multiple of this (most meshes have none).
 OVERFLOW_MULTIPLE = 8
@@ -49,28 +56,31 @@ def auto_boundaries(vertex_counts: np.ndarray, num_buckets: int, multiple: int) 
 
 
 def bucket_shapes(sizes: np.ndarray, boundaries: list[int], multiple: int) -> list[tuple]:
-    """Padded shapes (V, E, K, O) of the buckets given by vertex-count boundaries.
+    """Padded shapes (V, E, K, O[, V_1, E_1, K_1, O_1, ...]) of the buckets given by
+    vertex-count boundaries.
 
     Bucket i holds the meshes with boundaries[i-1] < V <= boundaries[i]; meshes
     above the last boundary get one more bucket, V rounded up. E is the largest
     edge count in the bucket rounded up to `multiple`, K its widest table, O its most
-    overflow rows rounded up to `OVERFLOW_MULTIPLE`; E, K and O are made non-decreasing
-    over the buckets, so a mesh that fits a smaller bucket also fits every larger one.
-    Buckets that no mesh falls in are dropped.
+    overflow rows rounded up to `OVERFLOW_MULTIPLE`; each coarser level's V_l and E_l are
+    its largest rounded up to `multiple`, K_l and O_l as K and O. Every size but V is made
+    non-decreasing over the buckets, so a mesh that fits a smaller bucket also fits every
+    larger one. Buckets that no mesh falls in are dropped.
 
     Args:
-      sizes: int [N, 4], (num_vertices, num_edges, table_width, overflow_rows) of each
-        mesh.
+      sizes: int [N, 4 * (1 + L)], (num_vertices, num_edges, table_width, overflow_rows)
+        of each mesh, then of each of its L coarser levels.
       boundaries: increasing vertex-count upper bounds.
-      multiple: rounding of E (and of V for the overflow bucket).
+      multiple: rounding of E (and of V for the overflow bucket, and of V_l, E_l).
 
     Returns:
-      List of (V, E, K, O) int tuples, V increasing.
+      List of int tuples of length 4 * (1 + L), V increasing.
 
     Raises:
       ValueError: if `sizes` is empty or `boundaries` is not increasing.
     """
-    sizes = np.asarray(sizes, np.int64).reshape(-1, 4)
+    sizes = np.asarray(sizes, np.int64)
+    sizes = sizes.reshape(-1, sizes.shape[-1] if sizes.ndim == 2 else 4)
     if sizes.shape[0] == 0:
         raise ValueError("bucket_shapes needs at least one mesh size")
     if list(boundaries) != sorted(set(boundaries)):
@@ -78,29 +88,48 @@ def bucket_shapes(sizes: np.ndarray, boundaries: list[int], multiple: int) -> li
     limits = [int(b) for b in boundaries]
     if not limits or sizes[:, 0].max() > limits[-1]:
         limits.append(round_up(sizes[:, 0].max(), multiple))
-    shapes, lower, largest = [], 0, (0, 0, 0)
+    rounding = [multiple, 1, OVERFLOW_MULTIPLE]  # of E, K, O
+    rounding += [multiple, multiple, 1, OVERFLOW_MULTIPLE] * (sizes.shape[1] // 4 - 1)
+    shapes, lower, largest = [], 0, (0,) * (sizes.shape[1] - 1)
     for limit in limits:
         inside = sizes[(sizes[:, 0] > lower) & (sizes[:, 0] <= limit)]
         lower = limit
         if inside.shape[0] == 0:
             continue
-        bucket = (round_up(inside[:, 1].max(), multiple), int(inside[:, 2].max()),
-                  round_up(inside[:, 3].max(), OVERFLOW_MULTIPLE))
+        bucket = [round_up(value, step) for value, step in zip(inside[:, 1:].max(axis=0),
+                                                               rounding)]
         largest = tuple(max(a, b) for a, b in zip(largest, bucket))
         shapes.append((limit, *largest))
     return shapes
 
 
-def _padded_shapes(shape):
-    """padded_shapes of one (features, labels) element for bucket shape (V, E, K, O)."""
-    num_vertices, num_edges, width, overflow = shape[0], shape[1], shape[2], shape[3]
-    return (
-        {"vertices": [num_vertices, 3], "num_vertices": [], "edges": [num_edges, 2],
-         "edge_weights": [num_edges], "num_edges": [], "neighbors": [num_vertices, width],
-         "neighbor_weights": [num_vertices, width], "overflow_neighbors": [overflow, width],
-         "overflow_weights": [overflow, width], "overflow_centers": [overflow], "mesh_id": []},
-        [num_vertices],
-    )
+def _padded_shapes(shape, num_inputs: int):
+    """padded_shapes of one (features, labels) element for bucket shape (V, E, K, O, ...)
+    with F = `num_inputs` input channels."""
+    features = {"vertices": [shape[0], 3], "inputs": [shape[0], num_inputs], "mesh_id": []}
+    for level in range(len(shape) // 4):
+        num_vertices, num_edges, width, overflow = (shape[4 * level + i] for i in range(4))
+        level_shapes = {
+            "num_vertices": [], "edges": [num_edges, 2], "edge_weights": [num_edges],
+            "num_edges": [], "neighbors": [num_vertices, width],
+            "neighbor_weights": [num_vertices, width], "overflow_neighbors": [overflow, width],
+            "overflow_weights": [overflow, width], "overflow_centers": [overflow]}
+        if level:
+            level_shapes["parents"] = [shape[4 * (level - 1)]]
+        features |= {level_key(level, name): value for name, value in level_shapes.items()}
+    return features, [shape[0]]
+
+
+def _sizes(features) -> tf.Tensor:
+    """int64 [4 * (1 + L)]: (V, E, K, O) of the mesh and of each level in `features`."""
+    sizes, level = [], 0
+    while level_key(level, "num_vertices") in features:
+        sizes += [features[level_key(level, "num_vertices")],
+                  features[level_key(level, "num_edges")],
+                  tf.shape(features[level_key(level, "neighbors")])[1],
+                  tf.shape(features[level_key(level, "overflow_centers")])[0]]
+        level += 1
+    return tf.cast(tf.stack(sizes), tf.int64)
 
 
 def bucket_batch(examples: tf.data.Dataset, batch_size: int, shapes: list[tuple],
@@ -110,7 +139,8 @@ def bucket_batch(examples: tf.data.Dataset, batch_size: int, shapes: list[tuple]
     Args:
       examples: unbatched elements of the `meshseg.data.pipeline` layout.
       batch_size: meshes per batch B.
-      shapes: bucket shapes (V, E, K, O) as from `bucket_shapes`, V increasing.
+      shapes: bucket shapes (V, E, K, O, ...) as from `bucket_shapes`, V increasing, one
+        (V, E, K, O) per level the elements hold.
       padding_values: the pipeline's padding values, same structure as an element.
       drop_remainder: drop a bucket's last, smaller batch.
 
@@ -122,25 +152,27 @@ def bucket_batch(examples: tf.data.Dataset, batch_size: int, shapes: list[tuple]
       tf.errors.InvalidArgumentError: during iteration, for a mesh larger than the
         largest bucket (the message gives its sizes).
     """
+    num_inputs = examples.element_spec[0]["inputs"].shape[-1]
     if len(shapes) == 1:
-        return examples.padded_batch(batch_size, padded_shapes=_padded_shapes(shapes[0]),
+        return examples.padded_batch(batch_size,
+                                     padded_shapes=_padded_shapes(shapes[0], num_inputs),
                                      padding_values=padding_values, drop_remainder=drop_remainder)
     table = tf.constant(shapes, tf.int64)
 
     def bucket_of(features, labels):
-        size = tf.cast(tf.stack([features["num_vertices"], features["num_edges"],
-                                 tf.shape(features["neighbors"])[1],
-                                 tf.shape(features["overflow_centers"])[0]]), tf.int64)
+        size = _sizes(features)
         fits = tf.reduce_all(size[tf.newaxis] <= table, axis=1)
         check = tf.debugging.Assert(
             tf.reduce_any(fits),
-            ["mesh with (vertices, edges, table width, overflow rows) =", size,
+            ["mesh with (vertices, edges, table width, overflow rows) per level =", size,
              "fits no bucket; largest is", table[-1], "- raise data.bucket_boundaries"])
         with tf.control_dependencies([check]):
             return tf.argmax(tf.cast(fits, tf.int32), output_type=tf.int64)
 
     def batch_bucket(key, window):
-        return window.padded_batch(batch_size, padded_shapes=_padded_shapes(tf.gather(table, key)),
+        shape = tf.gather(table, key)
+        return window.padded_batch(batch_size, padded_shapes=_padded_shapes(
+                                       [shape[i] for i in range(len(shapes[0]))], num_inputs),
                                    padding_values=padding_values, drop_remainder=drop_remainder)
 
     return examples.group_by_window(bucket_of, batch_bucket, window_size=batch_size)

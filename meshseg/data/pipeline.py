@@ -1,9 +1,11 @@
 """tf.data input pipeline: mesh TFRecord shards -> padded batches for the model.
 
 Order: shards (checked once in Python, `meshseg.data.reader`, so a bad record
-is reported with its shard and index) -> interleaved records -> parse ->
-adjacency (stored in the records, or computed) -> cache -> shuffle (training) -> repeat -> normalisation ->
-augmentation (training) -> padded batch (or bucketed batch) -> prefetch.
+is reported with its shard and index) -> interleaved records -> parse (with the stored
+features and hierarchy levels `data.features` / `data.levels` read) -> adjacency (stored
+in the records, or computed) and normalisation (`data.center`, `data.scale`) -> cache ->
+shuffle (training) -> repeat -> augmentation (training) and "inputs" (the `data.features`
+concatenated in their listed order) -> padded batch (or bucketed batch) -> prefetch.
 
 Each element is `(features, labels)` as the batch contract (`meshseg.batch`) defines
 it: B meshes, padded to the batch maxima or to a bucket shape.
@@ -13,43 +15,97 @@ used as stored, with no Python call per mesh; otherwise `mesh_edges` runs in a
 `tf.numpy_function`. Both give identical batches.
 """
 
+from dataclasses import dataclass
+
 import tensorflow as tf
 
-from meshseg.batch import MESH_ID, PADDING_VALUES, mesh_features, table_features
+from meshseg.batch import MESH_ID, Level, mesh_features, padding_values, table_features
 from meshseg.config import AugmentConfig
 from meshseg.data.adjacency import mesh_edges
-from meshseg.data.augment import augment_vertices
+from meshseg.data.augment import augment_mesh
 from meshseg.data.buckets import bucket_batch
+from meshseg.data.derived import stored_features
 from meshseg.data.reader import (BadRecordLog, check_shard, open_shard, shard_compression,
-                                 stored_adjacency)
-from meshseg.data.records import parse_adjacency, parse_mesh_record
+                                 stored_adjacency, stored_fields)
+from meshseg.data.records import parse_adjacency, parse_features, parse_levels, parse_mesh_record
+from meshseg.errors import DataError
 
 # Shards read at once; records are taken round-robin, one from each in turn.
 INTERLEAVED_SHARDS = 8
 
 _MIN_RMS_RADIUS = 1e-12
+_MIN_AREA = 1e-24
 
 
-def normalize_vertices(
-    vertices: tf.Tensor, mean_center: bool = True, unit_scale: bool = True
-) -> tf.Tensor:
-    """Centres and scales one mesh's vertex positions.
+@dataclass(frozen=True)
+class MeshInputs:
+    """How one mesh's model inputs are built from its record: the `data` settings that
+    decide them (`meshseg.config.DataConfig`; `of` reads them from there).
+
+    Attributes:
+      features: the per-vertex inputs, concatenated in this order into "inputs"
+        ("xyz", "normals", "hks"; the last two must be stored in the records).
+      levels: coarser hierarchy levels read from the records (0: none).
+      center, scale: the normalisation of `normalize_vertices`.
+    """
+
+    features: tuple = ("xyz",)
+    levels: int = 0
+    center: str = "mean"
+    scale: str = "rms"
+
+    @classmethod
+    def of(cls, data) -> "MeshInputs":
+        """The `MeshInputs` of a `DataConfig` (or anything with its four attributes)."""
+        return cls(tuple(data.features), int(data.levels), data.center, data.scale)
+
+    @property
+    def stored(self) -> tuple:
+        """The features the records must store (`meshseg.data.derived.stored_features`)."""
+        return stored_features(self.features)
+
+
+def normalize_vertices(vertices: tf.Tensor, triangles: tf.Tensor | None = None,
+                       center: str = "mean", scale: str = "rms") -> tf.Tensor:
+    """Centres and scales one mesh's vertex positions (`data.center`, `data.scale`).
 
     Args:
       vertices: float32 [V, 3] vertex positions.
-      mean_center: subtract the mean vertex position (the demo's default).
-      unit_scale: divide by the RMS distance of the vertices from the origin
-        (after centring, when `mean_center`), so the RMS radius becomes 1.
+      triangles: int32 [T, 3] vertex indices; needed by "area_centroid" and "unit_area".
+      center: "mean" subtracts the mean vertex position (the demo's default);
+        "area_centroid" the centroid of the surface (triangle centroids weighted by area,
+        as `meshseg.data.descriptors.area_weighted_centroid`; the vertex mean for a mesh
+        of zero area); "none" keeps the positions.
+      scale: after centring, "rms" divides by the RMS distance of the vertices from the
+        origin (RMS radius 1); "unit_area" by the square root of the surface area (unit
+        area, as `meshseg.data.descriptors.normalized_positions`); "none" keeps it.
 
     Returns:
       float32 [V, 3] normalised vertex positions.
     """
-    if mean_center:
+    if center == "mean":
         vertices = vertices - tf.reduce_mean(vertices, axis=0, keepdims=True)
-    if unit_scale:
+    elif center == "area_centroid":
+        areas, corners = _triangle_areas(vertices, triangles)
+        total = tf.reduce_sum(areas)
+        weighted = tf.reduce_sum(areas[:, tf.newaxis] * tf.reduce_mean(corners, axis=1),
+                                 axis=0, keepdims=True) / tf.maximum(total, _MIN_AREA)
+        mean = tf.reduce_mean(vertices, axis=0, keepdims=True)
+        vertices = vertices - tf.where(total > 0, weighted, mean)
+    if scale == "rms":
         rms_radius = tf.sqrt(tf.reduce_mean(tf.reduce_sum(tf.square(vertices), axis=-1)))
         vertices = vertices / tf.maximum(rms_radius, _MIN_RMS_RADIUS)
+    elif scale == "unit_area":
+        area = tf.reduce_sum(_triangle_areas(vertices, triangles)[0])
+        vertices = vertices / tf.sqrt(tf.maximum(area, _MIN_AREA))
     return vertices
+
+
+def _triangle_areas(vertices: tf.Tensor, triangles: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
+    """(float32 [T] triangle areas, float32 [T, 3, 3] their corners)."""
+    corners = tf.gather(vertices, triangles)
+    cross = tf.linalg.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+    return 0.5 * tf.norm(cross, axis=-1), corners
 
 
 def mesh_edges_tf(triangles: tf.Tensor, num_vertices: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -75,22 +131,74 @@ def mesh_edges_tf(triangles: tf.Tensor, num_vertices: tf.Tensor) -> tuple[tf.Ten
     return edges, edge_weights
 
 
-def _with_adjacency(mesh: dict[str, tf.Tensor]) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
+def with_adjacency(mesh: dict[str, tf.Tensor], inputs: MeshInputs | None = None
+                    ) -> tuple[dict[str, tf.Tensor], tf.Tensor]:
     """One parsed mesh as (`meshseg.batch.mesh_features`, labels): the adjacency from the
-    record when stored, computed otherwise."""
+    record when stored, computed otherwise; the hierarchy levels parsed; the vertices
+    normalised by `inputs` (raw when None). The stored features ride along under their
+    names ("normals", "hks") until `model_inputs` concatenates them into "inputs"."""
+    vertices = mesh["vertices"]
+    if inputs is not None:
+        vertices = normalize_vertices(vertices, mesh["triangles"], inputs.center, inputs.scale)
     if "edges" in mesh:
         edges, edge_weights = mesh["edges"], mesh["edge_weights"]
     else:
         edges, edge_weights = mesh_edges_tf(mesh["triangles"], mesh["num_vertices"])
     table = table_features(mesh) if "neighbors" in mesh else None
-    features = mesh_features(mesh["vertices"], edges, edge_weights, table, mesh[MESH_ID])
-    return features, mesh["labels"]
+    levels = [Level(level["edges"], level["edge_weights"], level["parents"],
+                    level["num_vertices"]) for level in mesh.get("levels", [])]
+    features = mesh_features(vertices, edges, edge_weights, table, mesh.get(MESH_ID),
+                             levels=levels)
+    features |= {name: mesh[name] for name in ("normals", "hks") if name in mesh}
+    return features, mesh.get("labels")
+
+
+def model_inputs(features: dict[str, tf.Tensor], inputs: MeshInputs,
+                 augment: AugmentConfig | None = None, augment_seed: tf.Tensor | None = None
+                 ) -> dict[str, tf.Tensor]:
+    """The batch contract's features of one mesh from `with_adjacency`'s: augmented
+    (when `augment_seed` is given; normals turn with the positions) and with "inputs",
+    the `inputs.features` concatenated in their listed order ([V, F])."""
+    features = dict(features)
+    stored = {name: features.pop(name) for name in ("normals", "hks") if name in features}
+    if augment_seed is not None:
+        features["vertices"], normals = augment_mesh(features["vertices"], augment_seed,
+                                                     augment, stored.get("normals"))
+        if normals is not None:
+            stored["normals"] = normals
+    parts = [features["vertices"] if name == "xyz" else stored[name] for name in inputs.features]
+    features["inputs"] = parts[0] if len(parts) == 1 else tf.concat(parts, axis=-1)
+    return features
+
+
+def require_stored(files: list[str], inputs: MeshInputs) -> None:
+    """Checks that every shard stores the features and levels `inputs` reads.
+
+    Raises:
+      DataError: naming the first shard that lacks them and what to do.
+    """
+    needed = inputs.stored
+    if not needed and not inputs.levels:
+        return
+    for path in files:
+        features, levels = stored_fields([path])
+        missing = [name for name in needed if name not in features]
+        if missing or levels < inputs.levels:
+            lacks = ", ".join([f"'{name}'" for name in missing] +
+                              ([f"{inputs.levels} hierarchy levels (it has {levels})"]
+                               if levels < inputs.levels else []))
+            raise DataError(
+                f"{path}: the records lack {lacks}, which data.features="
+                f"{list(inputs.features)} / data.levels={inputs.levels} need; convert with "
+                f"`python -m meshseg.data.convert ... --features {' '.join(needed) or '...'} "
+                f"--levels {inputs.levels}` (data.source=mesh_folder converts by itself)")
 
 
 def read_meshes(files: list[str], training: bool = False, seed: int | None = None,
                 skip_bad_records: bool = False,
-                bad_records: BadRecordLog | None = None) -> tf.data.Dataset:
-    """Unbatched meshes with adjacency, before caching and normalisation.
+                bad_records: BadRecordLog | None = None,
+                inputs: MeshInputs | None = None) -> tf.data.Dataset:
+    """Unbatched meshes with adjacency (and hierarchy), before caching.
 
     Every shard is first checked in Python (`meshseg.data.reader.check_shard`), so
     a bad record fails here, naming shard and record index, or (with
@@ -100,16 +208,24 @@ def read_meshes(files: list[str], training: bool = False, seed: int | None = Non
     Args:
       files: shard paths; `training` shuffles their order (seeded).
       skip_bad_records, bad_records: see `meshseg.data.reader.check_shard`.
+      inputs: the stored features and levels to read, and the normalisation; None: no
+        stored feature, no level, raw positions.
 
     Returns:
       Dataset of unbatched `(features, labels)`: `meshseg.batch.mesh_features` of
-      the raw vertex positions, and int32 [V] labels.
+      the vertex positions (normalised by `inputs`, raw when None) with the stored
+      features under their names, and int32 [V] labels.
 
     Raises:
       BadRecordError: for a bad record, unless `skip_bad_records`.
+      DataError: if the shards lack a feature or level `inputs` reads (`require_stored`).
     """
+    stored, levels = (inputs.stored, inputs.levels) if inputs is not None else ((), 0)
+    if inputs is not None:
+        require_stored(files, inputs)
     adjacency = stored_adjacency(files)
-    checks = [check_shard(str(f), adjacency, skip_bad_records, bad_records) for f in files]
+    checks = [check_shard(str(f), adjacency, skip_bad_records, bad_records, stored, levels)
+              for f in files]
     widest = max([len(bad) for _, bad in checks] + [1])
     skipped = [bad + [-1] * (widest - len(bad)) for _, bad in checks]
     shards = tf.data.Dataset.from_tensor_slices((
@@ -123,34 +239,44 @@ def read_meshes(files: list[str], training: bool = False, seed: int | None = Non
         records = records.filter(lambda index, _: ~tf.reduce_any(tf.equal(index, bad)))
         return records.map(lambda index, serialized: _parse(
             serialized, tf.strings.join([path, ", record ", tf.strings.as_string(index)]),
-            adjacency))
+            adjacency, stored, levels))
 
     meshes = shards.interleave(shard_records, cycle_length=INTERLEAVED_SHARDS,
                                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return meshes.map(_with_adjacency, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    return meshes.map(lambda mesh: with_adjacency(mesh, inputs),
+                      num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
-def _parse(serialized: tf.Tensor, source: tf.Tensor, adjacency: str) -> dict[str, tf.Tensor]:
-    """`parse_mesh_record` plus the stored adjacency of level `adjacency`."""
+def _parse(serialized: tf.Tensor, source: tf.Tensor, adjacency: str, features=(),
+           levels: int = 0) -> dict[str, tf.Tensor]:
+    """`parse_mesh_record` plus the stored adjacency of level `adjacency`, the stored
+    `features` and the first `levels` hierarchy levels (under "levels")."""
     mesh = parse_mesh_record(serialized, source)
     mesh[MESH_ID] = source
     if adjacency != "none":
         mesh |= parse_adjacency(serialized, adjacency)
+    if features:
+        mesh |= parse_features(serialized, features)
+    if levels:
+        mesh["levels"] = tuple(parse_levels(serialized, levels))  # tf.data takes no lists
     return mesh
 
 
-def sample_meshes(files: list[str], count: int, mean_center: bool = True,
-                  unit_scale: bool = True) -> list[tuple[dict, tf.Tensor, tf.Tensor]]:
+def sample_meshes(files: list[str], count: int, inputs: MeshInputs = MeshInputs()
+                  ) -> list[tuple[dict, tf.Tensor, tf.Tensor]]:
     """The first `count` meshes of `files` (file order, then record order) as the model
     sees them on the test split, with their triangles, for display (`summaries.meshes`).
 
     Records that do not parse are passed over (the split's scan has already failed or
     counted them, see `build_datasets`).
 
+    Args:
+      inputs: how the run builds its inputs (`MeshInputs.of(config.data)`).
+
     Returns:
       up to `count` tuples (features, labels, triangles): `meshseg.batch.mesh_features`
-      of one mesh with normalised vertices (no batch axis), int32 [V] labels, int32 [T, 3]
-      triangles.
+      of one mesh with normalised vertices and its "inputs" (no batch axis), int32 [V]
+      labels, int32 [T, 3] triangles.
     """
     samples = []
     if count == 0:
@@ -159,13 +285,12 @@ def sample_meshes(files: list[str], count: int, mean_center: bool = True,
     for path in files:
         for index, serialized in enumerate(open_shard(path)):
             try:
-                mesh = _parse(serialized, tf.constant(f"{path}, record {index}"), adjacency)
-                features, labels = _with_adjacency(mesh)
+                mesh = _parse(serialized, tf.constant(f"{path}, record {index}"), adjacency,
+                              inputs.stored, inputs.levels)
+                features, labels = with_adjacency(mesh, inputs)
             except tf.errors.InvalidArgumentError:
                 continue
-            features["vertices"] = normalize_vertices(features["vertices"], mean_center,
-                                                      unit_scale)
-            samples.append((features, labels, mesh["triangles"]))
+            samples.append((model_inputs(features, inputs), labels, mesh["triangles"]))
             if len(samples) == count:
                 return samples
     return samples
@@ -177,11 +302,10 @@ def make_dataset(
     training: bool,
     shuffle_buffer: int = 64,
     seed: int | None = None,
-    mean_center: bool = True,
-    unit_scale: bool = True,
+    inputs: MeshInputs = MeshInputs(),
     repeat: bool = False,
     cache: bool = True,
-    bucket_shapes: list[tuple[int, int, int, int]] | None = None,
+    bucket_shapes: list[tuple] | None = None,
     augment: AugmentConfig | None = None,
     skip_bad_records: bool = False,
     bad_records: BadRecordLog | None = None,
@@ -199,15 +323,17 @@ def make_dataset(
       shuffle_buffer: number of meshes in the shuffle buffer (training only).
       seed: seed of the shard and mesh shuffles and of augmentation; None draws
         a fresh one.
-      mean_center: subtract each mesh's mean vertex position.
-      unit_scale: scale each mesh to RMS radius 1 (see `normalize_vertices`).
+      inputs: the input features, hierarchy levels and normalisation (`MeshInputs`;
+        default: the demo's positions only, mean-centred, RMS radius 1, no levels).
       repeat: repeat the data indefinitely (reshuffled on each pass).
-      cache: keep the parsed meshes and their adjacency in memory after the first pass.
-      bucket_shapes: optional (V, E, K, O) shapes, V increasing (see
-        `meshseg.data.buckets`): batch within buckets, padded to exactly their
-        vertex count V, edge count E, neighbour-table width K and overflow rows O
-        (and B meshes, for training), so XLA compiles the step once per bucket.
-      augment: random rotation/scaling, applied when `training` only.
+      cache: keep the parsed, normalised meshes and their adjacency in memory after the
+        first pass.
+      bucket_shapes: optional shapes (V, E, K, O) of the mesh followed by those of each
+        of the `inputs.levels` levels, V increasing (see `meshseg.data.buckets`): batch
+        within buckets, padded to exactly their vertex count V, edge count E,
+        neighbour-table width K and overflow rows O at every level (and B meshes, for
+        training), so XLA compiles the step once per bucket.
+      augment: random rotation, tilt, scaling and jitter, applied when `training` only.
       skip_bad_records: skip (log and count) bad records instead of failing.
       bad_records: the `BadRecordLog` skipped records are counted in.
 
@@ -217,6 +343,7 @@ def make_dataset(
 
     Raises:
       ValueError: if `files` is empty or `batch_size` < 1.
+      DataError: if the shards lack a feature or level `inputs` reads.
       tf.errors.InvalidArgumentError: during iteration, for a bad record (the
         message names the shard file and record index) or a mesh larger than
         every bucket.
@@ -225,7 +352,7 @@ def make_dataset(
         raise ValueError("make_dataset needs at least one TFRecord file")
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    meshes = read_meshes(files, training, seed, skip_bad_records, bad_records)
+    meshes = read_meshes(files, training, seed, skip_bad_records, bad_records, inputs)
     if cache:
         meshes = meshes.cache()
     if training:
@@ -235,22 +362,17 @@ def make_dataset(
     augment = augment if training and augment is not None and augment.active else None
     if augment is not None:
         meshes = tf.data.Dataset.zip(meshes, tf.data.Dataset.random(seed=seed).batch(2))
-
-    def model_inputs(features, labels, augment_seed=None):
-        features = dict(features)
-        features["vertices"] = normalize_vertices(features["vertices"], mean_center, unit_scale)
-        if augment_seed is not None:
-            features["vertices"] = augment_vertices(features["vertices"], augment_seed, augment)
-        return features, labels
-
-    if augment is not None:
-        examples = meshes.map(lambda example, augment_seed: model_inputs(*example, augment_seed),
-                              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        examples = meshes.map(
+            lambda example, augment_seed: (
+                model_inputs(example[0], inputs, augment, augment_seed), example[1]),
+            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     else:
-        examples = meshes.map(model_inputs, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        examples = meshes.map(lambda features, labels: (model_inputs(features, inputs), labels),
+                              num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    padding = padding_values(inputs.levels)
     if bucket_shapes:
-        batches = bucket_batch(examples, batch_size, bucket_shapes, PADDING_VALUES,
+        batches = bucket_batch(examples, batch_size, bucket_shapes, padding,
                                drop_remainder=training)
     else:
-        batches = examples.padded_batch(batch_size, padding_values=PADDING_VALUES)
+        batches = examples.padded_batch(batch_size, padding_values=padding)
     return batches.prefetch(tf.data.AUTOTUNE)

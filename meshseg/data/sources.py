@@ -25,8 +25,10 @@ import numpy as np
 from meshseg.config import DataConfig
 from meshseg.data.buckets import auto_boundaries, bucket_shapes
 from meshseg.data.manifest import manifest_sizes, unlisted_shards
-from meshseg.data.pipeline import make_dataset, read_meshes
+from meshseg.data.derived import stored_features
+from meshseg.data.pipeline import MeshInputs, make_dataset, read_meshes
 from meshseg.data.prepare import MeshFolder, prepare_mesh_folder
+from meshseg.batch import level_key
 from meshseg.data.reader import BadRecordLog, geometry_digests, stored_adjacency
 from meshseg.errors import ConfigError, DataError
 
@@ -61,7 +63,9 @@ def resolve_files(data: DataConfig) -> dict[str, list[str]]:
     if not Path(root).is_dir():
         raise ConfigError(f"data.root={root!r} is not a folder; pass data.root=<path>")
     source = MeshFolder(root, data.meshes, data.labels, data.num_classes, data.label_offset,
-                        {"train": data.train_shards, "test": data.test_shards}, data.adjacency)
+                        {"train": data.train_shards, "test": data.test_shards}, data.adjacency,
+                        features=stored_features(data.features), levels=data.levels,
+                        coarsening=data.coarsening)
     prepared = prepare_mesh_folder(source, data.cache_dir,
                                    workers=data.convert_workers)
     return {"train": prepared["train"], "test": prepared["test"]}
@@ -77,34 +81,40 @@ def _class_histogram(counts: np.ndarray, num_classes: int) -> np.ndarray:
 
 
 def split_sizes(files: list[str], num_classes: int, skip_bad_records: bool = False,
-                bad_records: BadRecordLog | None = None) -> tuple[np.ndarray, np.ndarray, str]:
-    """Sizes of every mesh in `files` and their class histogram.
+                bad_records: BadRecordLog | None = None, inputs: MeshInputs | None = None
+                ) -> tuple[np.ndarray, np.ndarray, str]:
+    """Sizes of every mesh in `files` (and of its `inputs.levels` coarser levels) and their
+    class histogram.
 
     Returns:
-      (sizes int64 [N, 4] of (num_vertices, num_edges, table_width, overflow_rows) as
-      `meshseg.data.buckets` takes them, histogram int64 [num_classes], "manifest" or
-      "scan": where they came from).
+      (sizes int64 [N, 4 * (1 + L)] of (num_vertices, num_edges, table_width,
+      overflow_rows) of the mesh and each level, as `meshseg.data.buckets` takes them,
+      histogram int64 [num_classes], "manifest" or "scan": where they came from).
 
     Raises:
       ConfigError: if a label is >= num_classes.
       BadRecordError: for a bad record during a scan, naming shard and record,
         unless `skip_bad_records`.
     """
-    from_manifest = manifest_sizes(files)
+    levels = inputs.levels if inputs is not None else 0
+    from_manifest = manifest_sizes(files, levels)
     if from_manifest is not None:
         sizes, counts = from_manifest
         return sizes, _class_histogram(counts, num_classes), "manifest"
     sizes, counts = [], np.zeros(0, np.int64)
     for features, labels in read_meshes(files, skip_bad_records=skip_bad_records,
-                                        bad_records=bad_records):
-        sizes.append((int(features["num_vertices"]), int(features["num_edges"]),
-                      int(features["neighbors"].shape[1]),
-                      int(features["overflow_centers"].shape[0])))
+                                        bad_records=bad_records, inputs=inputs):
+        sizes.append(tuple(size for level in range(levels + 1) for size in (
+            int(features[level_key(level, "num_vertices")]),
+            int(features[level_key(level, "num_edges")]),
+            int(features[level_key(level, "neighbors")].shape[1]),
+            int(features[level_key(level, "overflow_centers")].shape[0]))))
         mesh_counts = np.bincount(labels.numpy())
         size = max(counts.size, mesh_counts.size)
         counts = np.pad(counts, (0, size - counts.size)) + np.pad(
             mesh_counts, (0, size - mesh_counts.size))
-    return (np.asarray(sizes, np.int64).reshape(-1, 4), _class_histogram(counts, num_classes),
+    return (np.asarray(sizes, np.int64).reshape(-1, 4 * (1 + levels)),
+            _class_histogram(counts, num_classes),
             "scan")
 
 
@@ -179,7 +189,8 @@ class DataInfo:
         overflow rows).
       sizes_from: "manifest", "scan" or "manifest+scan".
       bucket_boundaries, bucket_shapes: under jit, the vertex-count boundaries and the
-        padded (V, E, K, O) shapes; None otherwise.
+        padded (V, E, K, O) shapes, continued by each hierarchy level's (V_l, E_l, K_l,
+        O_l) when `data.levels` > 0; None otherwise.
       bad_records: {split: records skipped during the scan}.
       test_train_overlap: test meshes that are also training meshes (`check_overlap`).
     """
@@ -216,11 +227,12 @@ def build_datasets(data: DataConfig, seed: int, jit: bool):
         `data.overlap=refuse`, a mesh in both splits or twice in one.
     """
     files = resolve_files(data)
+    inputs = MeshInputs.of(data)
     sizes, histograms, num_meshes, skipped, origins = {}, {}, {}, {}, set()
     for split in ("train", "test"):
         bad_records = BadRecordLog()
         sizes[split], histograms[split], origin = split_sizes(
-            files[split], data.num_classes, data.skip_bad_records, bad_records)
+            files[split], data.num_classes, data.skip_bad_records, bad_records, inputs)
         num_meshes[split] = int(sizes[split].shape[0])
         skipped[split] = bad_records.count
         origins.add(origin)
@@ -231,17 +243,17 @@ def build_datasets(data: DataConfig, seed: int, jit: bool):
             raise DataError(f"the {split} split holds no mesh: {', '.join(files[split])} "
                             "(empty shards, or every record skipped)")
     all_sizes = np.concatenate([sizes["train"], sizes["test"]])
-    log_table_layout(all_sizes)
+    log_table_layout(all_sizes[:, :4])
     boundaries, shapes = choose_bucket_shapes(all_sizes, data) if jit else (None, None)
     if jit:
         log.info("jit: %d bucket shapes (vertices, edges, table width, overflow rows): %s",
                  len(shapes), shapes)
     info = DataInfo(files, histograms["train"], histograms["test"], num_meshes,
-                    tuple(int(n) for n in all_sizes.max(axis=0)), "+".join(sorted(origins)),
+                    tuple(int(n) for n in all_sizes[:, :4].max(axis=0)),
+                    "+".join(sorted(origins)),
                     boundaries, shapes, skipped,
                     check_overlap(files, data.overlap, num_meshes["test"]))
-    common = dict(batch_size=data.batch_size, mean_center=data.mean_center,
-                  unit_scale=data.unit_scale, bucket_shapes=shapes,
+    common = dict(batch_size=data.batch_size, inputs=inputs, bucket_shapes=shapes,
                   skip_bad_records=data.skip_bad_records)
     train_ds = make_dataset(files["train"], training=True, seed=seed, repeat=True,
                             shuffle_buffer=data.shuffle_buffer, augment=data.augment, **common)

@@ -19,7 +19,7 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
 from meshseg.config import LossConfig, ModelConfig, OptimizerConfig, TrainConfig, checked_config
-from meshseg.data.pipeline import sample_meshes
+from meshseg.data.pipeline import MeshInputs, sample_meshes
 from meshseg.data.sources import DataInfo, build_datasets
 from meshseg.errors import ConfigError, DataError
 from meshseg.nn.model import MeshSegmentationNet
@@ -205,7 +205,7 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
     predict_step = make_predict_step(model, config.jit)
     mesh_summaries = MeshSummaries(
         sample_meshes(data_info.files["test"], config.summaries.meshes,
-                      config.data.mean_center, config.data.unit_scale), model)
+                      MeshInputs.of(config.data)), model)
 
     def run_eval():
         # Called by the controller after it logged the step, so steps_done is this step.

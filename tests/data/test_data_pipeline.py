@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from meshseg.data.adjacency import mesh_edges
-from meshseg.data.pipeline import make_dataset, normalize_vertices
+from meshseg.data.pipeline import MeshInputs, make_dataset, normalize_vertices
 from meshseg.data.reader import BadRecordError
 
 
@@ -64,14 +64,13 @@ def test_vertices_are_mean_centred_and_scaled_to_unit_rms_radius(write_records, 
 
 def test_normalisation_can_be_switched_off(write_records, triangle):
     shard = write_records("a.tfrecords", [triangle])
-    dataset = make_dataset(
-        [shard], batch_size=1, training=False, mean_center=False, unit_scale=False
-    )
+    dataset = make_dataset([shard], batch_size=1, training=False,
+                           inputs=MeshInputs(center="none", scale="none"))
     features, _ = next(iter(dataset))
     np.testing.assert_array_equal(features["vertices"][0], triangle["vertices"])
 
 
-def test_unit_scale_leaves_a_single_point_mesh_finite():
+def test_rms_scale_leaves_a_single_point_mesh_finite():
     vertices = normalize_vertices(tf.constant([[1.0, 2.0, 3.0]]))
     np.testing.assert_array_equal(vertices, [[0.0, 0.0, 0.0]])
 
