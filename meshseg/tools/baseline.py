@@ -12,7 +12,7 @@ the baseline reads the same mesh folder, label files (`data.labels`, `data.label
 `mesh_folder`). Each vertex gets the `--features` of its mesh (`meshseg.data.descriptors`):
 
 - `xyz`: the position centred at the mesh's area-weighted centroid, the mesh scaled to
-  unit area (3 channels; not `data.mean_center` / `data.unit_scale`);
+  unit area (3 channels; not `data.center` / `data.scale`);
 - `hks`: the heat kernel signature at 16 log-spaced times in [0.01, 2] from 128 eigenpairs
   of the robust Laplacian, each channel as log minus its area-weighted mean (16 channels);
 - `normals`: the area-weighted unit vertex normal (3 channels).

@@ -1,10 +1,13 @@
 """Per-vertex predictions of a trained run on mesh files, and on the run's test split.
 
 Inputs are built exactly as the pipeline builds them: the mesh is loaded and checked as
-the converter loads it (`meshseg.data.meshfiles.load_geometry`), its 1-ring adjacency with
-self-edges (`mesh_edges`) becomes the feature dict of `meshseg.batch.mesh_features`, and
-the vertices are normalised with the run's `mean_center` / `unit_scale`
-(`normalize_vertices`).
+the converter loads it (`meshseg.data.meshfiles.load_geometry`); the run's stored features
+(normals, HKS) and mesh hierarchy (`data.levels`, `data.coarsening`) are derived by the
+converter's own function (`meshseg.data.derived.derive`); and the pipeline's functions
+build the feature dict (`meshseg.data.pipeline`: adjacency, the run's `data.center` /
+`data.scale`, "inputs" in the order of `data.features`). Runs written before `data.center`
+and `data.scale` existed store `data.mean_center` / `data.unit_scale`; they are read as
+center mean / none and scale rms / none (`load_run_config`).
 
 Command line:
 
@@ -35,42 +38,71 @@ import numpy as np
 import trimesh
 
 from meshseg.cli import command, existing_dir, existing_file, output_dir
-from meshseg.data.adjacency import mesh_edges
+from meshseg.config import TrainConfig
+from meshseg.data.derived import derive
 from meshseg.data.meshfiles import load_geometry, load_label_file
 from meshseg.data.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
-from meshseg.train.rundir import MODEL_FILE
-from meshseg.train.summary import load_run
+from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG
+from meshseg.train.summary import RunSummary
 
 if TYPE_CHECKING:
     import keras
+
+    from meshseg.data.pipeline import MeshInputs
     import tensorflow as tf
 
 
 @dataclass(frozen=True)
 class InputSettings:
-    """What a run's inputs need: classes K, normalisation, and its test split's shards."""
+    """What a run's inputs need: classes K, the features, levels and normalisation
+    (`meshseg.data.pipeline.MeshInputs`), the hierarchy's coarsening, and its test split's
+    shards."""
 
     num_classes: int
-    mean_center: bool
-    unit_scale: bool
+    inputs: MeshInputs
+    coarsening: float
     test_files: List[str]
 
 
+# Settings older runs stored, and the values that replace them: {old key: (new key,
+# {old value: new value})}.
+LEGACY_DATA_SETTINGS = {"mean_center": ("center", {True: "mean", False: "none"}),
+                        "unit_scale": ("scale", {True: "rms", False: "none"})}
+
+
+def load_run_config(run_dir: str) -> Optional[TrainConfig]:
+    """The typed settings of `<run_dir>/run_config.yaml` (None without one), with the
+    booleans `data.mean_center` / `data.unit_scale` of runs written before `data.center`
+    and `data.scale` existed mapped to them (`LEGACY_DATA_SETTINGS`)."""
+    from omegaconf import OmegaConf
+
+    path = os.path.join(run_dir, RUN_CONFIG)
+    if not os.path.exists(path):
+        return None
+    stored = OmegaConf.load(path)
+    data = stored.get("data") or {}
+    for old, (new, values) in LEGACY_DATA_SETTINGS.items():
+        if old in data:
+            data[new] = values[bool(data.pop(old))]
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), stored))
+
+
 def input_settings(run_dir: str) -> InputSettings:
-    """The `InputSettings` of a run, from its stored settings and summary
-    (`meshseg.train.summary.load_run`).
+    """The `InputSettings` of a run, from its stored settings (`load_run_config`) and
+    summary (`meshseg.train.summary.RunSummary`).
 
     Raises:
       ConfigError: if `run_dir` holds no finished run (no run_config.yaml or summary.json).
     """
-    run = load_run(run_dir)
-    if run.config is None or run.summary is None:
+    from meshseg.data.pipeline import MeshInputs
+
+    config, summary = load_run_config(run_dir), RunSummary.load(run_dir)
+    if config is None or summary is None:
         raise ConfigError(f"{run_dir} holds no finished meshseg run (run_config.yaml and "
                           "summary.json are needed); give a run directory train.py wrote")
-    data = run.config.data
-    return InputSettings(data.num_classes, data.mean_center, data.unit_scale,
-                         run.summary.test_files)
+    return InputSettings(config.data.num_classes, MeshInputs.of(config.data),
+                         config.data.coarsening, summary.test_files)
 
 
 def load_model(run_dir: str) -> keras.Model:
@@ -87,25 +119,36 @@ def mesh_inputs(vertices: np.ndarray, triangles: np.ndarray,
     """The model inputs of one mesh, a batch of one, as the pipeline builds them.
 
     Args:
-      vertices: float [V, 3] vertex positions (cast to float32 before normalising).
+      vertices: float [V, 3] vertex positions (cast to float32 first, as the records
+        store them).
       triangles: int [T, 3] vertex indices.
-      settings: the run's normalisation.
+      settings: the run's input settings.
 
     Returns:
-      `meshseg.batch.mesh_features` with a batch axis of 1.
+      the batch contract's features (`meshseg.batch`) with a batch axis of 1.
 
     Raises:
-      ValueError: from `mesh_edges`, if a triangle references a vertex outside [0, V).
+      ValueError: if a triangle references a vertex outside [0, V), or the run's features
+        are undefined for the mesh (e.g. the HKS of a mesh of zero area).
     """
     import tensorflow as tf
 
-    from meshseg.batch import as_batch, mesh_features
-    from meshseg.data.pipeline import normalize_vertices
+    from meshseg.batch import as_batch
+    from meshseg.data.adjacency import mesh_edges
+    from meshseg.data.pipeline import model_inputs, with_adjacency
 
-    vertices = tf.constant(np.asarray(vertices, np.float32))
-    edges, edge_weights = mesh_edges(np.asarray(triangles), int(vertices.shape[0]))
-    normalized = normalize_vertices(vertices, settings.mean_center, settings.unit_scale)
-    return as_batch(mesh_features(normalized, edges, edge_weights))
+    inputs = settings.inputs
+    vertices = np.asarray(vertices, np.float32)
+    triangles = np.asarray(triangles, np.int32)
+    edges, edge_weights = mesh_edges(triangles, len(vertices))
+    derived = derive(vertices, triangles, inputs.stored, inputs.levels, settings.coarsening)
+    mesh = {"vertices": tf.constant(vertices), "triangles": tf.constant(triangles),
+            "edges": edges, "edge_weights": edge_weights, **derived.features,
+            "levels": [{"num_vertices": level.num_vertices, "edges": level.edges,
+                        "edge_weights": level.edge_weights, "parents": level.parents}
+                       for level in derived.levels]}
+    features, _ = with_adjacency(mesh, inputs)
+    return as_batch(model_inputs(features, inputs))
 
 
 def predict_labels(model: keras.Model, vertices: np.ndarray, triangles: np.ndarray,
@@ -143,7 +186,7 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3) -> Dict:
     settings = input_settings(run_dir)
     model = load_model(run_dir)
     test_data = make_dataset(settings.test_files, batch_size=1, training=False,
-                             mean_center=settings.mean_center, unit_scale=settings.unit_scale)
+                             inputs=settings.inputs)
     confusion = confusion_matrix(make_predict_step(model, jit=False), test_data,
                                  settings.num_classes)
     meshes = []
@@ -240,7 +283,11 @@ def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
         except InvalidMeshError as error:
             result.failures[path] = str(error)
             continue
-        predictions = predict_labels(model, geometry.vertices, geometry.triangles, settings)
+        try:
+            predictions = predict_labels(model, geometry.vertices, geometry.triangles, settings)
+        except ValueError as error:  # features undefined for this mesh (`derive`)
+            result.failures[path] = str(error)
+            continue
         write_prediction(out_dir, Path(path).stem, geometry.vertices + geometry.origin,
                          geometry.triangles, predictions - label_offset)
         result.written.append(path)

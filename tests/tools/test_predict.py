@@ -12,7 +12,7 @@ from helpers.meshes import SEAM_OBJ
 from helpers.runs import tiny_config, train_tiny
 from meshseg.batch import without_mesh_ids
 from meshseg.data.meshfiles import load_labelled_mesh
-from meshseg.data.pipeline import make_dataset
+from meshseg.data.pipeline import MeshInputs, make_dataset
 from meshseg.data.records import mesh_to_example
 from meshseg.errors import ConfigError, DataError
 from meshseg.tools.predict import (InputSettings, evaluate_test_split, input_settings, load_model,
@@ -44,8 +44,8 @@ def test_mesh_files(tiny_dataset, tmp_path_factory):
 def test_mesh_features_equal_the_pipeline_features(tiny_dataset):
     mesh = next(read_meshes([tiny_dataset["test"]]))
     expected, _ = next(iter(make_dataset([tiny_dataset["test"]], batch_size=1, training=False,
-                                         mean_center=True, unit_scale=True)))
-    settings = InputSettings(6, mean_center=True, unit_scale=True, test_files=[])
+                                         inputs=MeshInputs(center="mean", scale="rms"))))
+    settings = InputSettings(6, MeshInputs(center="mean", scale="rms"), 4.0, test_files=[])
     features = mesh_inputs(mesh["vertices"], mesh["triangles"], settings)
     expected = without_mesh_ids(expected)  # a mesh file has no shard and record
     assert set(features) == set(expected)
@@ -68,8 +68,7 @@ def test_prediction_reproduces_the_evaluation_accuracy_of_the_mesh(trained_run, 
     with tf.io.TFRecordWriter(record) as writer:
         writer.write(mesh_to_example(mesh.vertices, mesh.triangles, labels))
     settings = input_settings(str(trained_run))
-    one_mesh = make_dataset([record], batch_size=1, training=False,
-                            mean_center=settings.mean_center, unit_scale=settings.unit_scale)
+    one_mesh = make_dataset([record], batch_size=1, training=False, inputs=settings.inputs)
     model = load_model(str(trained_run))
     expected = evaluate(make_predict_step(model, jit=False), one_mesh, settings.num_classes,
                         np.ones(settings.num_classes, np.int64))["accuracy"]
@@ -114,7 +113,8 @@ def test_test_split_evaluation_equals_the_runs_eval_accuracy(trained_run, tiny_d
 
 def test_input_settings_come_from_the_runs_settings_and_summary(trained_run, tiny_dataset):
     assert input_settings(str(trained_run)) == InputSettings(
-        num_classes=6, mean_center=True, unit_scale=False, test_files=[tiny_dataset["test"]])
+        num_classes=6, inputs=MeshInputs(center="mean", scale="none"), coarsening=4.0,
+        test_files=[tiny_dataset["test"]])
 
 
 def test_input_settings_refuse_a_directory_without_a_finished_run(tmp_path):
@@ -196,3 +196,16 @@ def test_outputs_of_an_earlier_call_are_replaced_only_with_overwrite(trained_run
     assert capsys.readouterr().out == f"wrote 1 predictions to {tmp_path / 'out'}\n"
     assert len(np.loadtxt(tmp_path / "out" / "part.txt")) == 4
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["part.ply", "part.txt"]
+
+
+def test_a_run_stored_before_center_and_scale_is_read_with_their_equivalents(trained_run,
+                                                                          tmp_path):
+    import shutil
+
+    old = tmp_path / "old_run"
+    shutil.copytree(trained_run, old)
+    stored = (old / "run_config.yaml").read_text()
+    assert "  center: mean\n" in stored and "  scale: none\n" in stored
+    (old / "run_config.yaml").write_text(stored.replace("  center: mean\n", "  mean_center: true\n")
+                                         .replace("  scale: none\n", "  unit_scale: false\n"))
+    assert input_settings(str(old)).inputs == MeshInputs(center="mean", scale="none")

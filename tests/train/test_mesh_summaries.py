@@ -8,7 +8,7 @@ from helpers.runs import tiny_config, train_tiny
 from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
 from tensorboard.plugins.mesh import plugin_data_pb2
 
-from meshseg.data.pipeline import sample_meshes
+from meshseg.data.pipeline import MeshInputs, sample_meshes
 from meshseg.data.reader import open_shard
 from meshseg.data.records import parse_mesh_record
 from meshseg.train.mesh_summaries import label_colors
@@ -55,7 +55,7 @@ def test_each_evaluation_writes_prediction_and_ground_truth_meshes(tiny_dataset,
                            "test_mesh_1/prediction", "test_mesh_1/ground_truth"}
     assert set(meshes["test_mesh_0/prediction"]) == {2, 3}  # eval_every=2, steps=3
     assert set(meshes["test_mesh_0/ground_truth"]) == {2}  # written once
-    shown = sample_meshes([tiny_dataset["test"]], 2, unit_scale=False)  # as data=tfrecords
+    shown = sample_meshes([tiny_dataset["test"]], 2, MeshInputs(scale="none"))  # data=tfrecords
     for index, (features, labels, triangles) in enumerate(shown):
         truth = meshes[f"test_mesh_{index}/ground_truth"][2]
         np.testing.assert_allclose(truth["VERTEX"][0], features["vertices"], rtol=1e-6)

@@ -142,10 +142,11 @@ def test_every_integer_setting_has_a_range():
 
 
 def test_a_boolean_setting_takes_only_true_or_false():
-    check_overrides(["jit=true", "data.unit_scale=False", "deterministic=TRUE", "steps=3",
+    check_overrides(["jit=true", "data.skip_bad_records=False", "deterministic=TRUE", "steps=3",
                      "data=tfrecords", "hydra.run.dir=out"])
-    refused = {"data.unit_scale=no": "data.unit_scale must be true or false, got 'no'",
-               "data.mean_center=off": "data.mean_center must be true or false, got 'off'",
+    refused = {"data.skip_bad_records=no": "data.skip_bad_records must be true or false, got 'no'",
+               "model.translation_invariant=off":
+                   "model.translation_invariant must be true or false, got 'off'",
                "jit=1": "jit must be true or false, got '1'",
                "+deterministic=yes": "deterministic must be true or false, got 'yes'"}
     messages = {}
@@ -179,8 +180,8 @@ def test_train_py_reports_a_config_error_in_one_line_without_traceback(tiny_data
 def test_train_py_refuses_settings_outside_the_schema_in_one_line_before_any_output(
         tiny_dataset, tmp_path):
     cases = [  # overrides, exit status (1: Hydra's composition error), the line naming the key
-        (["data.unit_scale=no", "data.mean_center=off"], 2,
-         "data.unit_scale must be true or false, got 'no'"),
+        (["data.skip_bad_records=no", "model.translation_invariant=off"], 2,
+         "data.skip_bad_records must be true or false, got 'no'"),
         (["data.batch_size=abc"], 1, "Error merging override data.batch_size=abc"),
         (["data.batch_size=2.5"], 1, "Error merging override data.batch_size=2.5"),
         (["data.shuffle_buffer=0"], 2, "data.shuffle_buffer must be >= 1, got 0"),
