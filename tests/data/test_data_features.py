@@ -2,6 +2,8 @@
 round trip, the reader's checks, normalisation, augmentation of normals, per-level
 batches and bucket shapes."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -183,3 +185,70 @@ def test_tilt_leans_the_up_axis_by_at_most_the_angle():
                                                 config)[0].numpy()[0, 1]))
               for s in range(20)]
     assert max(angles) <= 20.0 + 1e-3 and max(angles) > 5.0
+
+
+def test_changing_features_or_levels_reconverts_the_cache_and_the_manifest_sizes_levels(
+        tmp_path, spheres):
+    from meshseg.data.manifest import manifest_sizes
+    from meshseg.data.prepare import STAMP_NAME, MeshFolder, prepare_mesh_folder
+    from meshseg.data.reader import open_shard
+
+    source = tmp_path / "source"
+    (source / "meshes").mkdir(parents=True)
+    (source / "labels").mkdir()
+    for index, mesh in enumerate(spheres):
+        trimesh.Trimesh(mesh["vertices"], mesh["triangles"], process=False).export(
+            source / "meshes" / f"m{index}.ply")
+        np.savetxt(source / "labels" / f"m{index}.txt", mesh["labels"], fmt="%d")
+    (source / "train.txt").write_text("m0.ply\nm1.ply\n")
+    (source / "test.txt").write_text("m2.ply\n")
+    cache = tmp_path / "cache"
+    plain = MeshFolder(str(source), "meshes", "labels", 2, shards={"train": 1, "test": 1})
+    first = prepare_mesh_folder(plain, cache)
+    assert "features" not in (cache / STAMP_NAME).read_text()  # older caches stay valid
+    built_at = Path(first["train"][0]).stat().st_mtime_ns
+    richer = MeshFolder(str(source), "meshes", "labels", 2, shards={"train": 1, "test": 1},
+                        features=("hks",), levels=2)
+    shards = prepare_mesh_folder(richer, cache)
+    assert Path(shards["train"][0]).stat().st_mtime_ns != built_at  # reconverted
+    record = next(iter(open_shard(shards["train"][0]))).numpy()
+    decoded = decode_mesh_record(record, features=("hks",), levels=2)
+    assert decoded["hks"].shape == (162, 16)
+    sizes, _ = manifest_sizes(shards["train"], levels=2)
+    assert sizes.shape == (2, 12)
+    assert sizes[0, 4] == decoded["level1_num_vertices"]
+    assert manifest_sizes(shards["train"], levels=3) is None  # not stored: the scan decides
+    rebuilt_at = Path(shards["train"][0]).stat().st_mtime_ns
+    assert prepare_mesh_folder(richer, cache) == shards  # same settings: reused
+    assert Path(shards["train"][0]).stat().st_mtime_ns == rebuilt_at
+
+
+def test_build_datasets_with_hks_and_levels_pads_every_level_to_its_bucket(tmp_path, spheres):
+    from meshseg.config import DataConfig
+    from meshseg.data.sources import build_datasets
+
+    source = tmp_path / "source"
+    (source / "meshes").mkdir(parents=True)
+    (source / "labels").mkdir()
+    for index, mesh in enumerate(spheres):
+        trimesh.Trimesh(mesh["vertices"], mesh["triangles"], process=False).export(
+            source / "meshes" / f"m{index}.ply")
+        np.savetxt(source / "labels" / f"m{index}.txt", mesh["labels"], fmt="%d")
+    (source / "train.txt").write_text("m0.ply\nm1.ply\n")
+    (source / "test.txt").write_text("m2.ply\n")
+    data = DataConfig(source="mesh_folder", root=str(source), meshes="meshes", labels="labels",
+                      num_classes=2, cache_dir=str(tmp_path / "cache"), batch_size=2,
+                      features=["normals", "xyz", "hks"], levels=2, center="area_centroid",
+                      scale="unit_area", num_buckets=2, convert_workers=1)
+    train, test, info = build_datasets(data, seed=0, jit=True)
+    assert info.sizes_from == "manifest"
+    assert all(len(shape) == 12 for shape in info.bucket_shapes)
+    features, _ = next(iter(test))
+    shape = next(s for s in info.bucket_shapes if s[0] == features["vertices"].shape[1])
+    assert features["inputs"].shape[1:] == (shape[0], 22)
+    for level in range(3):
+        assert features[level_key(level, "neighbors")].shape[1:] == (shape[4 * level],
+                                                                      shape[4 * level + 2])
+        assert features[level_key(level, "edges")].shape[1] == shape[4 * level + 1]
+    assert features[level_key(2, "parents")].shape[1] == shape[4]
+    np.testing.assert_allclose(features["inputs"][0, :, 3:6], features["vertices"][0])
