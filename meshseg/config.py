@@ -125,8 +125,9 @@ class DataConfig:
     # batching, both sources
     batch_size: int = 4  # meshes per step
     shuffle_buffer: int = 64  # meshes
-    # Per-vertex inputs, concatenated in this order (`FEATURE_WIDTHS`): xyz | normals | hks.
-    # normals and hks are computed by the converter and stored in the records.
+    # Per-vertex inputs, concatenated in the order listed here (choices and widths:
+    # `FEATURE_WIDTHS`, xyz 3 | normals 3 | hks 16). normals and hks are computed by the
+    # converter and stored in the records (a mesh-folder cache reconverts when they change).
     features: List[str] = field(default_factory=lambda: ["xyz"])
     # Mesh hierarchy stored in the records for multi-scale models: this many levels beyond
     # the mesh itself, each about `coarsening` times fewer vertices (quadric decimation).
