@@ -5,7 +5,8 @@ from typing import Dict, Sequence
 import keras
 import tensorflow as tf
 
-from meshseg.batch import NeighborTable, as_batch, mesh_features, table_features
+from meshseg.batch import (Level, NeighborTable, as_batch, level_features, mesh_features,
+                           table_features)
 from meshseg.nn.layers import FeatureSteeredConvolution
 from meshseg.nn.ops import NEIGHBOR_TABLE_IMPLS
 
@@ -55,12 +56,32 @@ def batch_table(features: Dict[str, tf.Tensor]) -> NeighborTable:
                          tf.reshape(table.overflow_centers + offsets, [-1]))
 
 
-def one_triangle() -> Dict[str, tf.Tensor]:
-    """The features of one triangle (3 vertices, 1-ring with self-edges), batch size 1."""
+def graph_neighbors(features: Dict[str, tf.Tensor], impl: str, level: int = 0,
+                    num_vertices_padded=None):
+    """The adjacency of hierarchy level `level` of a padded batch in the form `impl`
+    takes: `batch_table` for `meshseg.nn.ops.NEIGHBOR_TABLE_IMPLS`, else `batch_neighbors`
+    over `num_vertices_padded` vertices per mesh (default: V_l of the level's neighbour
+    table [B, V_l, K])."""
+    adjacency = level_features(features, level)
+    if impl in NEIGHBOR_TABLE_IMPLS:
+        return batch_table(adjacency)
+    if num_vertices_padded is None:
+        num_vertices_padded = tf.shape(adjacency["neighbors"])[1]
+    return batch_neighbors(adjacency["edges"], adjacency["edge_weights"], num_vertices_padded)
+
+
+def one_triangle(input_width: int = 3, levels: int = 0) -> Dict[str, tf.Tensor]:
+    """The features of one triangle (3 vertices, 1-ring with self-edges), batch size 1,
+    with `input_width` input channels (the first three the identity) and `levels` coarser
+    levels of one vertex each (all vertices merged into it)."""
     rows = tf.repeat(tf.range(3), 3)
     cols = tf.reshape(tf.constant([[0, 1, 2], [1, 0, 2], [2, 0, 1]]), [-1])
+    inputs = tf.eye(3, input_width)
+    coarse = [Level(tf.zeros([1, 2], tf.int32), tf.ones([1]),
+                    tf.zeros([3 if level == 1 else 1], tf.int32), 1)
+              for level in range(1, levels + 1)]
     return as_batch(mesh_features(tf.eye(3), tf.stack([rows, cols], axis=-1),
-                                  tf.fill([9], 1.0 / 3.0)))
+                                  tf.fill([9], 1.0 / 3.0), inputs=inputs, levels=coarse))
 
 
 @keras.saving.register_keras_serializable(package="meshseg")
@@ -70,7 +91,7 @@ class MeshSegmentationNet(keras.Model):
     Conv1D(16) -> [FeatureSteeredConvolution(D) + ReLU for D in conv_channels] ->
     Conv1D(hidden_channels) + ReLU -> Conv1D(num_classes). 1x1 Conv1D layers act per vertex.
 
-    Inputs: the feature dict of `meshseg.batch`: "vertices" float32 [B, V, 3],
+    Inputs: the feature dict of `meshseg.batch`: "inputs" float32 [B, V, input_width],
     "edges" int32 [B, E, 2] and "edge_weights" float32 [B, E], or, for the
     implementations that read a neighbour table, "neighbors" int32 [B, V, K],
     "neighbor_weights" float32 [B, V, K] and the table's overflow rows (other keys are
@@ -87,6 +108,8 @@ class MeshSegmentationNet(keras.Model):
       hidden_channels: width of the last hidden 1x1 convolution (256).
       translation_invariant: tie v = -u in every graph convolution (the demo's default).
       xla: build graph convolutions in their XLA-compilable formulation.
+      input_width: F, the width of features["inputs"] (3 for the demo's xyz;
+        `meshseg.config.FEATURE_WIDTHS`).
       precision: the Keras dtype policy of every layer but the last ("float32",
         "mixed_float16", "mixed_bfloat16"); the logits are float32 whatever it is. Saved
         with the model, so a reloaded model computes as the trained one did.
@@ -95,9 +118,11 @@ class MeshSegmentationNet(keras.Model):
     def __init__(self, num_classes: int, impl: str, num_weight_matrices: int = 8,
                  input_channels: int = 16, conv_channels: Sequence[int] = (32, 64, 128),
                  hidden_channels: int = 256, translation_invariant: bool = True,
-                 xla: bool = False, precision: str = "float32", **kwargs):
+                 xla: bool = False, precision: str = "float32", input_width: int = 3,
+                 **kwargs):
         super().__init__(**kwargs)
         self.num_classes = num_classes
+        self.input_width = input_width
         self.impl = impl
         self.num_weight_matrices = num_weight_matrices
         self.input_channels = input_channels
@@ -118,13 +143,10 @@ class MeshSegmentationNet(keras.Model):
         self.lin_out = keras.layers.Conv1D(num_classes, 1, name="lin_out", dtype="float32")
 
     def call(self, features: Dict[str, tf.Tensor]):
-        vertices = features["vertices"]
-        shape = tf.shape(vertices)
-        if self.impl in NEIGHBOR_TABLE_IMPLS:
-            neighbors = batch_table(features)
-        else:
-            neighbors = batch_neighbors(features["edges"], features["edge_weights"], shape[1])
-        x = tf.reshape(self.lin_in(vertices), [-1, self.input_channels])
+        inputs = features["inputs"]
+        shape = tf.shape(inputs)
+        neighbors = graph_neighbors(features, self.impl, num_vertices_padded=shape[1])
+        x = tf.reshape(self.lin_in(inputs), [-1, self.input_channels])
         for conv in self.graph_convs:
             x = tf.nn.relu(conv(x, neighbors))
         x = tf.reshape(x, [shape[0], shape[1], self.conv_channels[-1]])
@@ -141,8 +163,8 @@ class MeshSegmentationNet(keras.Model):
 
     def build_from_config(self, config):
         """Creates the variables (e.g. when a `.keras` file is loaded) by one call on a
-        one-triangle mesh; the input width 3 (xyz) is the only shape the weights depend on."""
-        self(one_triangle())
+        one-triangle mesh; the input width is the only shape the weights depend on."""
+        self(one_triangle(self.input_width))
 
     def get_config(self):
         return dict(name=self.name, num_classes=self.num_classes, impl=self.impl,
@@ -150,4 +172,4 @@ class MeshSegmentationNet(keras.Model):
                     input_channels=self.input_channels, conv_channels=list(self.conv_channels),
                     hidden_channels=self.hidden_channels,
                     translation_invariant=self.translation_invariant, xla=self.xla,
-                    precision=self.precision)
+                    precision=self.precision, input_width=self.input_width)

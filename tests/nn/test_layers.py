@@ -184,3 +184,16 @@ def test_xla_net_under_jit_gives_the_eager_logits(impl):
     net = built_net(impl, xla=True, weights=eager.get_weights())
     compiled = tf.function(net, jit_compile=True)
     assert_close_to_max(compiled(features()), eager(features()), RTOL)
+
+
+def test_net_reads_the_inputs_of_its_width_not_the_positions(tmp_path):
+    hks = np.random.default_rng(0).normal(size=(2, 42, 16)).astype(np.float32)
+    wide = {**features(), "inputs": tf.concat([features()["inputs"], hks], axis=-1)}
+    net = MeshSegmentationNet(impl="gather_matmul", input_width=19, **SMALL_NET)
+    net.build_from_config({})
+    moved = {**wide, "vertices": wide["vertices"] + 5.0}
+    np.testing.assert_array_equal(net(moved), net(wide))
+    net.save(tmp_path / "m.keras")
+    loaded = keras.models.load_model(tmp_path / "m.keras")
+    assert loaded.get_config()["input_width"] == 19
+    np.testing.assert_array_equal(loaded(wide), net(wide))
