@@ -1,0 +1,222 @@
+"""FeaStUNet: a multi-scale encoder-decoder of feature-steered convolutions over a mesh
+hierarchy (`model.name=feastnet_unet`)."""
+
+from typing import Dict, List, Sequence
+
+import keras
+import tensorflow as tf
+
+from meshseg.batch import level_key
+from meshseg.nn.layers import FeatureSteeredConvolution
+from meshseg.nn.model import graph_neighbors, one_triangle
+from meshseg.nn.pooling import global_pool, mean_pool, unpool, vertex_mask
+
+
+@keras.saving.register_keras_serializable(package="meshseg")
+class ResidualFeaStBlock(keras.layers.Layer):
+    """relu(LayerNorm(FeaSt(x)) + shortcut(x)): a FeaStNet convolution as a residual block.
+
+    The residual form (He et al., CVPR 2016) keeps the deeper encoder-decoder trainable with
+    the demo's plain Adam schedule; the shortcut is x itself, or a bias-free linear map when
+    the width changes. The normalisation is LayerNormalization (Ba et al., 2016) over each
+    vertex's channels: it uses no statistics across vertices or meshes, so padded vertices
+    cannot change a real vertex's output, it computes the same in training and inference,
+    and it does not depend on the batch size (unlike batch normalisation, which would need
+    masked moments and per-replica synchronisation).
+
+    Call arguments:
+      data: float [N, C] vertex features, flattened over the batch.
+      neighbors: the adjacency the convolution's `impl` takes (`graph_neighbors`).
+
+    Returns float [N, D].
+
+    Args:
+      num_weight_matrices: W. num_output_channels: D.
+      impl, translation_invariant, xla: as `FeatureSteeredConvolution`.
+    """
+
+    def __init__(self, num_weight_matrices: int, num_output_channels: int, impl: str,
+                 translation_invariant: bool = True, xla: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.num_weight_matrices = num_weight_matrices
+        self.num_output_channels = num_output_channels
+        self.impl = impl
+        self.translation_invariant = translation_invariant
+        self.xla = xla
+        self.conv = FeatureSteeredConvolution(
+            num_weight_matrices, num_output_channels, impl=impl,
+            translation_invariant=translation_invariant, xla=xla, name="feast",
+            dtype=self.dtype_policy)
+        self.norm = keras.layers.LayerNormalization(name="norm", dtype=self.dtype_policy)
+        self.shortcut = None
+
+    def build(self, input_shape):
+        if int(input_shape[-1]) != self.num_output_channels:
+            self.shortcut = keras.layers.Dense(self.num_output_channels, use_bias=False,
+                                               name="shortcut", dtype=self.dtype_policy)
+
+    def call(self, data, neighbors):
+        shortcut = data if self.shortcut is None else self.shortcut(data)
+        return tf.nn.relu(self.norm(self.conv(data, neighbors)) + shortcut)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.num_output_channels,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(num_weight_matrices=self.num_weight_matrices,
+                      num_output_channels=self.num_output_channels, impl=self.impl,
+                      translation_invariant=self.translation_invariant, xla=self.xla)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="meshseg")
+class FeaStUNet(keras.Model):
+    """Per-vertex classifier: a U-Net (Ronneberger et al., MICCAI 2015) of FeaStNet
+    convolutions (Verma et al., CVPR 2018, who also pool over a mesh hierarchy) on the
+    levels 0..L of a mesh hierarchy, L = len(conv_channels) - 1:
+
+        Conv1D(input_channels)
+        encoder, l = 0..L:  [pool from l-1 (l > 0)] -> convs_per_level x block(conv_channels[l])
+        global:             [masked mean | max over level L] -> Dense(conv_channels[L]) + ReLU,
+                            broadcast to every level-L vertex and concatenated
+        decoder, l = L-1..0: unpool -> concat encoder level l -> 1x1 (conv_channels[l])
+                            -> convs_per_level x block(conv_channels[l])
+        Conv1D(hidden_channels) + ReLU -> Dropout(dropout) -> Conv1D(num_classes)
+
+    block = `ResidualFeaStBlock`; pool = mean over a coarse vertex's children, unpool =
+    copy of the parent's features (`meshseg.nn.pooling`). With one conv_channels entry
+    (L = 0) it is a single-level network with the global feature.
+
+    Inputs: the feature dict of `meshseg.batch`: "inputs" float32 [B, V, input_width],
+    the adjacency of every level 0..L ("edges"/"edge_weights", or the neighbour table and
+    its overflow rows, under `level_key`), "level<l>/num_vertices" int32 [B] and
+    "level<l>/parents" int32 [B, V_{l-1}] for l = 1..L. Other keys (more levels) are ignored.
+    Output: logits float32 [B, V, num_classes]. Padded vertices get logits too (masked by
+    the losses); they never change the logits of real vertices.
+
+    Args:
+      num_classes: number of per-vertex classes K.
+      impl: feature-steered convolution implementation (`meshseg.nn.ops.IMPLEMENTATIONS`).
+      num_weight_matrices: W of every graph convolution.
+      input_channels: width of the first 1x1 convolution.
+      conv_channels: channels of levels 0..L.
+      hidden_channels: width of the last hidden 1x1 convolution.
+      translation_invariant: tie v = -u in every graph convolution.
+      convs_per_level: blocks per level in the encoder, and again in the decoder.
+      dropout: rate of the dropout before the classifier (training only; 0: none).
+      xla: build graph convolutions in their XLA-compilable formulation.
+      precision: the Keras dtype policy of every layer but the classifier, whose logits are
+        float32 (float64 under "float64", which the tests use as a reference).
+      input_width: F, the width of features["inputs"] (`meshseg.config.FEATURE_WIDTHS`).
+
+    Raises:
+      ValueError: for empty conv_channels, convs_per_level < 1 or dropout outside [0, 1).
+    """
+
+    def __init__(self, num_classes: int, impl: str, num_weight_matrices: int = 8,
+                 input_channels: int = 32, conv_channels: Sequence[int] = (32, 64, 128, 256),
+                 hidden_channels: int = 128, translation_invariant: bool = True,
+                 convs_per_level: int = 2, dropout: float = 0.0, xla: bool = False,
+                 precision: str = "float32", input_width: int = 3, **kwargs):
+        super().__init__(**kwargs)
+        if not conv_channels or convs_per_level < 1 or not 0 <= dropout < 1:
+            raise ValueError("FeaStUNet needs conv_channels, convs_per_level >= 1 and dropout "
+                             f"in [0, 1), got {list(conv_channels)}, {convs_per_level}, {dropout}")
+        self.num_classes = num_classes
+        self.impl = impl
+        self.num_weight_matrices = num_weight_matrices
+        self.input_channels = input_channels
+        self.conv_channels = tuple(conv_channels)
+        self.hidden_channels = hidden_channels
+        self.translation_invariant = translation_invariant
+        self.convs_per_level = convs_per_level
+        self.dropout = dropout
+        self.xla = xla
+        self.precision = precision
+        self.input_width = input_width
+
+        def blocks(level: int, part: str) -> List[ResidualFeaStBlock]:
+            return [ResidualFeaStBlock(num_weight_matrices, self.conv_channels[level], impl,
+                                       translation_invariant, xla, dtype=precision,
+                                       name=f"{part}{level}_block{index}")
+                    for index in range(convs_per_level)]
+
+        self.lin_in = keras.layers.Conv1D(input_channels, 1, name="lin_in", dtype=precision)
+        self.encoder = [blocks(level, "encoder") for level in range(self.num_levels + 1)]
+        self.global_dense = keras.layers.Dense(self.conv_channels[-1], activation="relu",
+                                               name="global", dtype=precision)
+        self.fuse = [keras.layers.Dense(self.conv_channels[level], name=f"fuse{level}",
+                                        dtype=precision) for level in range(self.num_levels)]
+        self.decoder = [blocks(level, "decoder") for level in range(self.num_levels)]
+        self.lin_hidden = keras.layers.Conv1D(hidden_channels, 1, activation="relu",
+                                              name="lin_hidden", dtype=precision)
+        self.drop = keras.layers.Dropout(dropout, name="dropout") if dropout > 0 else None
+        self.lin_out = keras.layers.Conv1D(
+            num_classes, 1, name="lin_out",
+            dtype="float64" if precision == "float64" else "float32")
+
+    @property
+    def num_levels(self) -> int:
+        """L, the coarser levels the network reads."""
+        return len(self.conv_channels) - 1
+
+    def call(self, features: Dict[str, tf.Tensor], training=None):
+        inputs = features["inputs"]
+        batch_size = tf.shape(inputs)[0]
+        sizes = [tf.shape(inputs)[1]] + [
+            tf.shape(features[level_key(level, "neighbors")])[1]
+            for level in range(1, self.num_levels + 1)]  # V_l, padded
+        neighbors = [graph_neighbors(features, self.impl, level, sizes[level])
+                     for level in range(self.num_levels + 1)]
+        parents = [None] + [features[level_key(level, "parents")]
+                            for level in range(1, self.num_levels + 1)]
+
+        x = tf.reshape(self.lin_in(inputs), [-1, self.input_channels])  # [B*V, C]
+        skips = []
+        for level, level_blocks in enumerate(self.encoder):
+            if level > 0:
+                x = mean_pool(x, parents[level], sizes[level])
+            for block in level_blocks:
+                x = block(x, neighbors[level])
+            skips.append(x)
+
+        coarsest = self.num_levels
+        x = tf.reshape(x, [batch_size, sizes[coarsest], self.conv_channels[-1]])
+        mask = vertex_mask(features[level_key(coarsest, "num_vertices")], sizes[coarsest])
+        mesh = self.global_dense(global_pool(x, mask))  # [B, C_L]
+        mesh = tf.broadcast_to(mesh[:, tf.newaxis], tf.shape(x))
+        x = tf.reshape(tf.concat([x, mesh], axis=-1), [-1, 2 * self.conv_channels[-1]])
+
+        for level in reversed(range(self.num_levels)):
+            x = tf.concat([unpool(x, parents[level + 1]), skips[level]], axis=-1)
+            x = self.fuse[level](x)
+            for block in self.decoder[level]:
+                x = block(x, neighbors[level])
+
+        x = tf.reshape(x, [batch_size, sizes[0], x.shape[-1]])
+        x = self.lin_hidden(x)
+        if self.drop is not None:
+            x = self.drop(x, training=training)
+        return self.lin_out(x)
+
+    def get_compile_config(self):
+        """None, as `MeshSegmentationNet.get_compile_config`."""
+        return None
+
+    def get_build_config(self):
+        return {"built_on": "a one-triangle mesh"}
+
+    def build_from_config(self, config):
+        """Creates the variables by one call on a one-triangle mesh with L one-vertex coarser
+        levels; the input width is the only shape the weights depend on."""
+        self(one_triangle(self.input_width, self.num_levels))
+
+    def get_config(self):
+        return dict(name=self.name, num_classes=self.num_classes, impl=self.impl,
+                    num_weight_matrices=self.num_weight_matrices,
+                    input_channels=self.input_channels, conv_channels=list(self.conv_channels),
+                    hidden_channels=self.hidden_channels,
+                    translation_invariant=self.translation_invariant,
+                    convs_per_level=self.convs_per_level, dropout=self.dropout, xla=self.xla,
+                    precision=self.precision, input_width=self.input_width)

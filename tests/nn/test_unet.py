@@ -1,0 +1,168 @@
+"""`FeaStUNet` on a padded batch of two grid hierarchies (63 and 30 vertices, 2 coarser
+levels): every implementation, eager and under XLA, against a float64 evaluation;
+padding; compilation per shape; saving; dropout; a few training steps."""
+
+import functools
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from helpers.graphs import assert_close_to_max
+from helpers.hierarchy import grid_mesh_features, padded_batch
+from meshseg.nn.ops import IMPLEMENTATIONS
+from meshseg.nn.unet import FeaStUNet
+
+IMPLS = sorted(IMPLEMENTATIONS)
+LEVELS = 2
+WIDTH = 5  # input channels, e.g. xyz and two more
+SMALL_NET = dict(num_classes=4, num_weight_matrices=3, input_channels=8,
+                 conv_channels=(8, 12, 16), hidden_channels=16, convs_per_level=1,
+                 input_width=WIDTH)  # blocks with and without a projection shortcut
+OUTPUT_RTOL = 1e-5  # float32 against float64, relative to the largest logit (measured ~1e-6)
+GRADIENT_RTOL = 1e-4  # per variable, relative to its largest gradient (measured <= 2e-5)
+
+
+def two_grids(extra: int = 0, levels: int = LEVELS):
+    """A 9 x 7 and a 5 x 6 grid with `levels` coarser levels, padded (+`extra`)."""
+    return padded_batch([grid_mesh_features(9, 7, levels, WIDTH),
+                         grid_mesh_features(5, 6, levels, WIDTH, seed=1)], levels, extra)
+
+
+@functools.lru_cache(maxsize=None)
+def batch():
+    return two_grids()
+
+
+def built_net(impl: str = "gather_matmul", xla: bool = False, weights=None, **settings):
+    net = FeaStUNet(impl=impl, xla=xla, **{**SMALL_NET, **settings})
+    net.build_from_config({})
+    if weights is not None:
+        net.set_weights(weights)
+    return net
+
+
+def logits_and_gradients(net, features, xla: bool = False):
+    """float64 numpy logits [B, V, K] and the gradients of sum(logits * g) for a fixed
+    random g, one per trainable weight."""
+    cotangent = np.random.default_rng(3).normal(size=features["inputs"].shape[:2] + (4,))
+
+    def forward(features):
+        with tf.GradientTape() as tape:
+            logits = net(features)
+            loss = tf.reduce_sum(tf.cast(logits, tf.float64) * cotangent)
+        return logits, tape.gradient(loss, net.trainable_weights)
+
+    if xla:
+        forward = tf.function(forward, jit_compile=True)
+    logits, gradients = forward(features)
+    return logits.numpy().astype(np.float64), [g.numpy().astype(np.float64) for g in gradients]
+
+
+@functools.lru_cache(maxsize=None)
+def float32_weights():
+    return built_net().get_weights()
+
+
+@functools.lru_cache(maxsize=None)
+def float64_reference():
+    """The float32 weights evaluated in float64 by gather_matmul, which the op tests check
+    against the tensorflow-graphics op in float64 (test_ops_equivalence)."""
+    net = built_net(precision="float64", weights=float32_weights())
+    return logits_and_gradients(net, batch())
+
+
+@pytest.mark.parametrize("xla", [False, True], ids=["eager", "jit"])
+@pytest.mark.parametrize("impl", IMPLS)
+def test_every_impl_matches_a_float64_evaluation_with_its_gradients(impl, xla):
+    net = built_net(impl, xla, weights=float32_weights())
+    logits, gradients = logits_and_gradients(net, batch(), xla)
+    expected_logits, expected_gradients = float64_reference()
+    assert_close_to_max(logits, expected_logits, OUTPUT_RTOL, "logits")
+    assert len(gradients) == len(expected_gradients) == len(net.trainable_weights)
+    for weight, gradient, expected in zip(net.trainable_weights, gradients, expected_gradients):
+        assert np.max(np.abs(expected)) > 0, weight.path
+        assert_close_to_max(gradient, expected, GRADIENT_RTOL, weight.path)
+
+
+@pytest.mark.parametrize("impl", ["gather_matmul", "block_sparse"])
+def test_more_padding_does_not_change_the_logits_of_real_vertices(impl):
+    net = built_net(impl, weights=float32_weights())
+    padded = two_grids(extra=7)  # 7 more vertices, edges and parents at every level
+    logits, more_padded = net(batch()).numpy(), net(padded).numpy()
+    for mesh, count in enumerate(batch()["num_vertices"].numpy()):
+        assert_close_to_max(more_padded[mesh, :count], logits[mesh, :count], 1e-6)
+
+
+def test_the_logits_of_one_mesh_do_not_depend_on_the_other_meshes_of_the_batch():
+    net = built_net(weights=float32_weights())
+    alone = padded_batch([grid_mesh_features(5, 6, LEVELS, WIDTH, seed=1)], LEVELS)
+    assert_close_to_max(net(alone).numpy()[0], net(batch()).numpy()[1, :30], 1e-6)
+
+
+def test_compiles_once_per_padded_shape():
+    net = built_net(xla=True, weights=float32_weights())
+    compiled = tf.function(net, jit_compile=True)
+    other_values = {**batch(), "inputs": batch()["inputs"] + 1.0}
+    for features in (batch(), other_values, two_grids(extra=2), batch()):
+        assert np.all(np.isfinite(compiled(features)))
+    assert compiled.experimental_get_tracing_count() == 2
+
+
+def test_keras_save_and_load_gives_identical_logits(tmp_path):
+    net = built_net("block_sparse", dropout=0.2, convs_per_level=2)
+    path = tmp_path / "unet.keras"
+    net.save(path)
+    loaded = keras.models.load_model(path)
+    assert isinstance(loaded, FeaStUNet)
+    assert loaded.get_config() == net.get_config()
+    assert len(loaded.weights) == len(net.weights), "the loaded net was not built with weights"
+    np.testing.assert_array_equal(loaded(batch()), net(batch()))
+
+
+def test_dropout_acts_in_training_only():
+    net = built_net(dropout=0.5)
+    inference = net(batch(), training=False).numpy()
+    np.testing.assert_array_equal(net(batch()).numpy(), inference)
+    assert np.max(np.abs(net(batch(), training=True).numpy() - inference)) > 1e-3
+
+
+def test_one_level_network_needs_no_hierarchy():
+    net = built_net(conv_channels=(8,))
+    features = two_grids(levels=0)
+    assert net(features).shape == (2, 63, 4)
+    assert sum("encoder" in w.path for w in net.weights) > 0
+    assert not any("decoder" in w.path or "fuse" in w.path for w in net.weights)
+
+
+def test_reads_only_the_levels_it_uses():
+    net = built_net(conv_channels=(8, 12), weights=None)
+    assert_close_to_max(net(batch()), net(two_grids(levels=1)), 1e-6)
+
+
+@pytest.mark.parametrize("settings", [dict(conv_channels=()), dict(convs_per_level=0),
+                                      dict(dropout=1.0)])
+def test_refuses_empty_levels_no_blocks_and_dropout_one(settings):
+    with pytest.raises(ValueError, match="FeaStUNet"):
+        FeaStUNet(impl="gather_matmul", **{**SMALL_NET, **settings})
+
+
+def test_a_few_adam_steps_lower_the_loss_on_one_mesh():
+    features = padded_batch([grid_mesh_features(9, 7, LEVELS, WIDTH)], LEVELS)
+    labels = tf.constant((np.arange(63) % 7 < 3).astype(np.int32)[np.newaxis])  # stripes
+    net = built_net(dropout=0.1)
+    optimizer = keras.optimizers.Adam(0.01)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, net(features, training=True))
+        optimizer.apply_gradients(zip(tape.gradient(loss, net.trainable_weights),
+                                      net.trainable_weights))
+        return loss
+
+    losses = [float(step()) for _ in range(20)]
+    final = float(loss_fn(labels, net(features, training=False)))
+    assert final < 0.5 * losses[0], (losses[0], final)
