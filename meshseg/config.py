@@ -133,6 +133,8 @@ class DataConfig:
     # the mesh itself, each about `coarsening` times fewer vertices (quadric decimation).
     levels: int = 0
     coarsening: float = 4.0
+    # Per-mesh descriptor cache (normals, HKS), shared with `meshseg.tools.baseline`; null: none.
+    descriptor_cache: Optional[str] = "data/cache/descriptors"
     center: str = "mean"  # mean (vertex mean, the demo's) | area_centroid | none
     scale: str = "rms"  # rms (RMS radius 1, the demo's) | unit_area (surface area 1) | none
     skip_bad_records: bool = False  # log, count and skip bad records instead of failing

@@ -132,6 +132,7 @@ def convert_split(
     features: tuple[str, ...] = (),
     levels: int = 0,
     coarsening: float = 4.0,
+    descriptor_cache: str | None = None,
 ) -> list[str]:
     """Writes labelled meshes to TFRecord shards plus `<out_prefix>.manifest.json`.
 
@@ -155,6 +156,8 @@ def convert_split(
       features: stored features, names of `meshseg.data.derived.STORED_FEATURES`
         ("normals", "hks"; "xyz" is ignored: the vertices are always stored).
       levels: coarser hierarchy levels stored (0: none); coarsening: their vertex ratio.
+      descriptor_cache: folder caching each mesh file's descriptors
+        (`meshseg.data.descriptor_cache`, shared with the baseline), or None.
 
     Returns:
       The shard paths, in order.
@@ -183,7 +186,7 @@ def convert_split(
 
     jobs = [dict(mesh_path=str(m), label_path=str(l), label_offset=label_offset,
                  num_classes=num_classes, label_kind=label_kind, features=features,
-                 levels=levels, coarsening=coarsening)
+                 levels=levels, coarsening=coarsening, descriptor_cache=descriptor_cache)
             for m, l in zip(mesh_paths, label_paths)]
     shard_of = np.repeat(np.arange(num_shards),
                          [len(c) for c in np.array_split(np.arange(len(jobs)), num_shards)])

@@ -6,12 +6,12 @@ processes) and for `meshseg.tools.predict`, so a mesh given to predict gets exac
 inputs of the run's records. NumPy only (no TensorFlow).
 """
 
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
 from meshseg.config import FEATURE_WIDTHS
-from meshseg.data.descriptors import heat_kernel_signature, vertex_normals
+from meshseg.data.descriptor_cache import mesh_descriptors
 from meshseg.data.hierarchy import mesh_hierarchy
 
 # The per-vertex features the records store (xyz is the vertices themselves), in the
@@ -39,7 +39,8 @@ class Derived(NamedTuple):
 
 
 def derive(vertices: np.ndarray, triangles: np.ndarray, features: Sequence[str] = (),
-           num_levels: int = 0, coarsening: float = 4.0) -> Derived:
+           num_levels: int = 0, coarsening: float = 4.0, mesh_sha256: Optional[str] = None,
+           descriptor_cache: Optional[str] = None) -> Derived:
     """The stored features and hierarchy of one mesh.
 
     Args:
@@ -48,6 +49,9 @@ def derive(vertices: np.ndarray, triangles: np.ndarray, features: Sequence[str] 
       features: names among `STORED_FEATURES` (others, such as xyz, are ignored).
       num_levels: L coarser levels (`meshseg.data.hierarchy.mesh_hierarchy`).
       coarsening: vertex-count ratio between levels, > 1.
+      mesh_sha256, descriptor_cache: the mesh file's SHA-256 and the descriptor cache
+        folder (`meshseg.data.descriptor_cache`, shared with the baseline); without
+        both, the descriptors are computed and not cached.
 
     Returns:
       `Derived`.
@@ -57,11 +61,9 @@ def derive(vertices: np.ndarray, triangles: np.ndarray, features: Sequence[str] 
         counts.
     """
     computed = {}
-    if "normals" in features:
-        computed["normals"] = vertex_normals(vertices, triangles)
-    if "hks" in features:
-        computed["hks"] = heat_kernel_signature(vertices, triangles,
-                                                num_times=STORED_FEATURES["hks"])
+    if stored_features(features):
+        descriptors = mesh_descriptors(vertices, triangles, mesh_sha256, descriptor_cache)
+        computed = {name: descriptors[name] for name in stored_features(features)}
     for name, values in computed.items():
         if not np.isfinite(values).all():
             raise ValueError(f"{name} is not finite at {np.sum(~np.isfinite(values))} values")

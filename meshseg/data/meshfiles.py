@@ -304,7 +304,8 @@ def load_labelled_mesh(
 def convert_job(job: dict) -> tuple[bool, LabelledMesh | str]:
     """Process-pool entry point: `load_labelled_mesh(**job)`, then the derived fields
     (`meshseg.data.derived.derive`) of the job's optional "features", "levels" and
-    "coarsening".
+    "coarsening", with the descriptors cached in the job's optional "descriptor_cache"
+    folder.
 
     Returns:
       (True, LabelledMesh) or (False, reason) for an `InvalidMeshError` or a mesh whose
@@ -313,13 +314,15 @@ def convert_job(job: dict) -> tuple[bool, LabelledMesh | str]:
     job = dict(job)
     features, levels = job.pop("features", ()), job.pop("levels", 0)
     coarsening = job.pop("coarsening", 4.0)
+    descriptor_cache = job.pop("descriptor_cache", None)
     try:
         mesh = load_labelled_mesh(**job)
     except InvalidMeshError as error:
         return False, str(error)
     if features or levels:
         try:
-            mesh.derived = derive(mesh.vertices, mesh.triangles, features, levels, coarsening)
+            mesh.derived = derive(mesh.vertices, mesh.triangles, features, levels, coarsening,
+                                  mesh.sha256, descriptor_cache)
         except ValueError as error:
             return False, f"features or hierarchy: {error}"
     return True, mesh

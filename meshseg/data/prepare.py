@@ -100,7 +100,8 @@ def _read_stamp(cache_dir: Path) -> dict | None:
         return None
 
 
-def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int = 1) -> dict:
+def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int = 1,
+                        descriptor_cache: str | None = None) -> dict:
     """Returns TFRecord shards of `source`, converting it on first use.
 
     Args:
@@ -109,6 +110,8 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
         missing. Keep it outside version control (e.g. `data/cache/`, gitignored):
         converted meshes may carry the source's licence terms.
       workers: conversion processes.
+      descriptor_cache: folder of the per-mesh descriptor cache
+        (`meshseg.data.descriptor_cache`), or None.
 
     Returns:
       dict(train=[shard paths], test=[shard paths], num_classes=source.num_classes).
@@ -140,7 +143,8 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
                           source.label_offset, num_classes=source.num_classes,
                           label_kind=source.label_kind, adjacency=source.adjacency,
                           workers=workers, strict=True, features=tuple(source.features),
-                          levels=source.levels, coarsening=source.coarsening)
+                          levels=source.levels, coarsening=source.coarsening,
+                          descriptor_cache=descriptor_cache)
         (build_dir / STAMP_NAME).write_text(json.dumps(stamp, indent=1, sort_keys=True))
         if cache_dir.exists():
             shutil.rmtree(cache_dir)

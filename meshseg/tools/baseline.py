@@ -17,8 +17,9 @@ the baseline reads the same mesh folder, label files (`data.labels`, `data.label
   of the robust Laplacian, each channel as log minus its area-weighted mean (16 channels);
 - `normals`: the area-weighted unit vertex normal (3 channels).
 
-Descriptors are cached per mesh in `--cache-dir` (`<key>.npz`, the key a SHA-256 of the
-mesh file's hash and the descriptor settings), so a second run reads them back. A
+Descriptors are cached per mesh in `--cache-dir` (default: `data.descriptor_cache`;
+`meshseg.data.descriptor_cache`, shared with the converter), so a second run, or a
+conversion of the same meshes with `data.features` hks, reads them back. A
 classifier (`--classifier`: scikit-learn's HistGradientBoostingClassifier, or an
 MLPClassifier on standardised features where trees are too slow for hundreds of classes)
 is fitted on the training vertices (a seeded random subset of `--max-train-vertices`) and
@@ -34,7 +35,6 @@ or path, 4 for a mesh or label file that is missing or invalid (named).
 """
 
 import argparse
-import hashlib
 import json
 import os
 import shlex
@@ -48,17 +48,15 @@ from meshseg.cli import at_least, command, output_dir
 from meshseg.config import composed_config
 from meshseg.console import start_tensorflow_quietly
 from meshseg.data.convert import split_file_pairs
-from meshseg.data.descriptors import (heat_kernel_signature, normalized_positions,
-                                      vertex_normals)
+from meshseg.data.descriptor_cache import DESCRIPTORS
+from meshseg.data.descriptor_cache import mesh_descriptors as cached_descriptors
 from meshseg.data.meshfiles import file_sha256, load_geometry, load_label_file
 from meshseg.data.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 
-FEATURES = ("xyz", "hks", "normals")
+FEATURES = DESCRIPTORS
 CLASSIFIERS = ("hist_gradient_boosting", "mlp")
 SPLITS = ("train", "test")
-HKS_SETTINGS = {"num_times": 16, "t_min": 0.01, "t_max": 2.0, "num_eigenpairs": 128}
-CACHE_FORMAT = 1  # raised when what a cached .npz holds changes
 
 
 def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
@@ -85,32 +83,19 @@ def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
     return pairs
 
 
-def mesh_descriptors(mesh_path: Path, cache_dir: Path) -> dict[str, np.ndarray]:
-    """{"xyz": float32 [V, 3], "hks": float32 [V, 16], "normals": float32 [V, 3]} of one
-    mesh (see the module docstring), read from `cache_dir` when computed before.
+def mesh_descriptors(mesh_path: Path, cache_dir: Path | None) -> dict[str, np.ndarray]:
+    """{"xyz", "hks", "normals"} of one mesh file (`meshseg.data.descriptor_cache`), read
+    from `cache_dir` when computed before (by the baseline or the converter).
 
     Raises:
       DataError: naming the file, if the mesh is unreadable or invalid.
     """
-    settings = json.dumps({"sha256": file_sha256(mesh_path), "hks": HKS_SETTINGS,
-                           "format": CACHE_FORMAT}, sort_keys=True)
-    cached = cache_dir / f"{hashlib.sha256(settings.encode()).hexdigest()}.npz"
-    if cached.is_file():
-        with np.load(cached) as stored:
-            return {name: stored[name] for name in FEATURES}
     try:
         geometry = load_geometry(mesh_path)
-        vertices, triangles = geometry.vertices.astype(np.float64), geometry.triangles
-        descriptors = {"xyz": normalized_positions(vertices, triangles),
-                       "hks": heat_kernel_signature(vertices, triangles, **HKS_SETTINGS),
-                       "normals": vertex_normals(vertices, triangles)}
+        return cached_descriptors(geometry.vertices, geometry.triangles,
+                                  file_sha256(mesh_path), cache_dir)
     except (InvalidMeshError, ValueError) as error:
         raise DataError(f"{mesh_path}: {error}") from error
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    partial = cached.with_suffix(f".{os.getpid()}.partial.npz")
-    np.savez(partial, **descriptors)
-    os.replace(partial, cached)
-    return descriptors
 
 
 def split_arrays(mesh_paths: list[Path], label_paths: list[Path], features: list[str],
@@ -152,9 +137,10 @@ def build_classifier(name: str, max_iter: int, seed: int):
 
 def run_baseline(overrides: list[str], features: list[str], classifier: str,
                  max_train_vertices: int | None, max_iter: int, seed: int,
-                 cache_dir: Path, predictions_dir: Path | None = None) -> dict:
+                 cache_dir: Path | None, predictions_dir: Path | None = None) -> dict:
     """Fits the baseline on the training split of the composed config and scores it on the
-    test split (see the module docstring).
+    test split (see the module docstring). Descriptors are cached in `cache_dir`, or in
+    the config's `data.descriptor_cache` when None.
 
     Returns:
       JSON-serialisable dict: `data` (name, root), `features`, `classifier`, vertex and mesh
@@ -166,6 +152,7 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
     """
     started = time.perf_counter()
     data = composed_config(overrides).data
+    cache_dir = cache_dir or (Path(data.descriptor_cache) if data.descriptor_cache else None)
     pairs = split_pairs(data)
     train_inputs, train_classes = split_arrays(*pairs["train"], features, data, cache_dir)
     test_inputs, test_classes = split_arrays(*pairs["test"], features, data, cache_dir)
@@ -234,12 +221,13 @@ def main(argv=None) -> None:
     parser.add_argument("--max-iter", type=at_least(1), default=100,
                         help="boosting rounds (hist_gradient_boosting) or epochs (mlp)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--cache-dir", default="data/cache/descriptors",
-                        help="per-mesh descriptor cache")
+    parser.add_argument("--cache-dir", default=None,
+                        help="per-mesh descriptor cache (default: data.descriptor_cache)")
     parser.add_argument("--out", help="write the result as JSON to this file")
     parser.add_argument("--predictions", help="write <stem>.txt test predictions here")
     args = parser.parse_intermixed_args(argv)
-    output_dir("--cache-dir", args.cache_dir)
+    if args.cache_dir:
+        output_dir("--cache-dir", args.cache_dir)
     if args.out:
         output_dir("--out", args.out, folder=os.path.dirname(args.out) or ".")
         if os.path.isdir(args.out):
@@ -250,7 +238,7 @@ def main(argv=None) -> None:
                                *(sys.argv[1:] if argv is None else argv)])
     result = run_baseline(args.overrides, args.features, args.classifier,
                           args.max_train_vertices, args.max_iter, args.seed,
-                          Path(args.cache_dir),
+                          Path(args.cache_dir) if args.cache_dir else None,
                           Path(args.predictions) if args.predictions else None)
     result["command"] = command_line
     print(f"{result['data']}: test accuracy {result['accuracy']:.4f}, mean IoU "

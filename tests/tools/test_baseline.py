@@ -11,6 +11,10 @@ import pytest
 import trimesh
 from scipy.spatial.transform import Rotation
 
+from meshseg.data import descriptor_cache
+from meshseg.data.convert import convert_split, split_file_pairs
+from meshseg.data.meshfiles import file_sha256
+from meshseg.data.reader import decode_mesh_record, open_shard
 from meshseg.tools import baseline
 from tests.helpers.runs import PROJECT
 
@@ -84,10 +88,18 @@ def test_second_run_reads_descriptors_from_the_cache(mesh_folder, tmp_path, monk
     def recompute(*_, **__):
         raise AssertionError("descriptors recomputed despite the cache")
 
-    monkeypatch.setattr(baseline, "heat_kernel_signature", recompute)
+    monkeypatch.setattr(descriptor_cache, "heat_kernel_signature", recompute)
     second = baseline.run_baseline(overrides(mesh_folder), ["hks"], "hist_gradient_boosting",
                                    None, 100, 0, cache)
     assert second["accuracy"] == first["accuracy"]  # same seed, same descriptors
+    # The converter reads the same cache: records with hks need no eigen-decomposition.
+    meshes, labels = split_file_pairs(mesh_folder, mesh_folder / "labels",
+                                      mesh_folder / "train.txt")
+    shards = convert_split(meshes, labels, tmp_path / "records" / "train", 1,
+                           features=("hks",), descriptor_cache=str(cache))
+    record = decode_mesh_record(next(iter(open_shard(shards[0]))).numpy(), features=("hks",))
+    with np.load(descriptor_cache.cache_file(cache, file_sha256(meshes[0]))) as cached:
+        np.testing.assert_array_equal(record["hks"], cached["hks"])
 
 
 def test_mlp_on_a_training_subset(mesh_folder, tmp_path):
