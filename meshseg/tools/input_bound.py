@@ -48,7 +48,7 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, floa
     config = typed_config(cfg)
     train_data, _, data_info = load_data(config)
     model = build_model(config.data.num_classes, config.impl.name, config.model,
-                        config.precision, config.jit)
+                        config.precision, config.jit, config.data.features)
     optimizer = build_optimizer(model, config.optimizer, config.precision, config.steps)
     step = TrainStep(model, optimizer, config.jit, tf.distribute.get_strategy(),
                      build_loss(config.loss, data_info.train_histogram))

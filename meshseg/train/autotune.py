@@ -8,7 +8,7 @@ from typing import Dict, Sequence
 import keras
 import tensorflow as tf
 
-from meshseg.nn.model import MeshSegmentationNet
+from meshseg.nn.networks import build_network
 from meshseg.train.step import TrainStep, median_step_ms
 
 log = logging.getLogger(__name__)
@@ -32,8 +32,12 @@ def cache_key(features: Dict[str, tf.Tensor], jit: bool, model_kwargs: Dict) -> 
 
 def time_step(impl: str, features, labels, jit: bool, num_classes: int, model_kwargs: Dict,
               steps: int) -> float:
-    """Median wall time (ms) of `steps` train steps of a fresh model after one warm-up step."""
-    model = MeshSegmentationNet(num_classes, impl=impl, xla=jit, **model_kwargs)
+    """Median wall time (ms) of `steps` train steps of a fresh model after one warm-up step.
+
+    The model is the network `model_kwargs` (the `model` group as a dict) names
+    (`meshseg.nn.networks.build_network`), for the width of the batch's "inputs"."""
+    model = build_network(num_classes, impl, model_kwargs,
+                          input_width=int(features["inputs"].shape[-1]), xla=jit)
     step = TrainStep(model, keras.optimizers.Adam(1e-3), jit, tf.distribute.get_strategy())
     float(step(features, labels)[0])  # trace, compile, warm up
     return median_step_ms(step, [(features, labels)] * steps)

@@ -30,7 +30,7 @@ HParamValue = Union[bool, int, float, str]
 # Hyperparameter -> HParams column title (see `run_hparams`).
 HPARAM_KEYS = {
     "impl": "impl", "jit": "jit", "loop": "loop", "batch_size": "batch size",
-    "learning_rate": "learning rate", "num_weight_matrices": "weight matrices W",
+    "learning_rate": "learning rate", "model": "model", "num_weight_matrices": "weight matrices W",
     "input_channels": "input channels", "conv_channels": "conv channels",
     "hidden_channels": "hidden channels", "data": "data set",
 }
@@ -62,11 +62,12 @@ def hparam_value(value) -> HParamValue:
 def run_hparams(config: TrainConfig, summary: RunSummary) -> Dict[str, HParamValue]:
     """The values of `HPARAM_KEYS` for one run, converted by `hparam_value`: the
     implementation that trained (`summary.impl`), jit, loop, batch size, learning rate, the
-    model sizes and the data set's name."""
+    network (`model.name`) and its sizes, and the data set's name."""
     values = {"impl": summary.impl, "jit": config.jit, "loop": config.loop.name,
               "batch_size": config.data.batch_size,
               "learning_rate": config.optimizer.learning_rate,
-              **dataclasses.asdict(config.model), "data": config.data.name}
+              **dataclasses.asdict(config.model), "model": config.model.name,
+              "data": config.data.name}
     return {key: hparam_value(values[key]) for key in HPARAM_KEYS}
 
 
