@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 
 from helpers.graphs import fan_grid
 from helpers.runs import CONFIG_DIR, PROJECT
+from meshseg.batch import level_key
 from meshseg.data.convert import convert_split
 from meshseg.data.reader import shard_compression
 from meshseg.data.sources import build_datasets
@@ -85,17 +86,21 @@ def test_automatic_boundaries_use_num_buckets_quantiles(tmp_path):
 
 def test_human_parts_experiment_composes_with_8_classes_and_24_by_override():
     cfg = _config("experiment=human_parts")
-    assert (cfg.data.name, cfg.data.num_classes, cfg.jit) == ("human_parts", 8, True)
+    assert (cfg.data.name, cfg.data.num_classes, cfg.jit) == ("human_parts", 8, False)
+    assert (list(cfg.data.features), cfg.data.levels) == (["xyz", "hks"], 3)
     assert cfg.data.labels == "labels/coarse8"
     cfg = _config("experiment=human_parts", "data.label_set=smpl24", "data.num_classes=24")
     assert cfg.data.labels == "labels/smpl24"
-    assert cfg.data.cache_dir == "data/cache/human_parts_smpl24"
+    assert cfg.data.cache_dir == "data/cache/human_parts_smpl24_xyz-hks_l3"
 
 
 @pytest.mark.skipif(not HUMAN_PARTS.is_dir(), reason=f"{HUMAN_PARTS} is absent")
 def test_human_parts_converts_to_a_cache_and_yields_8_class_batches(tmp_path):
+    # One coarser level, xyz only: the HKS of 40 meshes would take minutes without the
+    # descriptor cache (tests/data/test_data_features.py covers stored features).
     cfg = _config("experiment=human_parts", f"data.root={HUMAN_PARTS}",
-                  f"data.cache_dir={tmp_path / 'cache'}").data
+                  f"data.cache_dir={tmp_path / 'cache'}", "data.features=[xyz]",
+                  "data.levels=1", "data.descriptor_cache=null").data
     cfg = OmegaConf.to_object(cfg)
     train_ds, test_ds, info = build_datasets(cfg, seed=0, jit=True)
     assert info.num_meshes == {"train": 20, "test": 20}
@@ -104,9 +109,11 @@ def test_human_parts_converts_to_a_cache_and_yields_8_class_batches(tmp_path):
     assert np.all(info.train_histogram > 0) and info.train_histogram.shape == (8,)
     features, labels = next(iter(test_ds))
     assert labels.numpy().max() < 8
-    assert (features["vertices"].shape[1], features["edges"].shape[1],
-            features["neighbors"].shape[2], features["overflow_centers"].shape[1]
-            ) in info.bucket_shapes
+    # Each level padded to its bucket's (vertices, edges, table width, overflow rows).
+    shape = tuple(features[level_key(level, key)].shape[axis] for level in (0, 1)
+                  for key, axis in (("neighbors", 1), ("edges", 1), ("neighbors", 2),
+                                    ("overflow_centers", 1)))
+    assert shape in info.bucket_shapes
 
 
 @pytest.mark.parametrize("split", ["train", "test"])

@@ -10,12 +10,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 from helpers.runs import CONFIG_DIR, PROJECT, scalars, tiny_config, train_tiny
 from meshseg.data.meshfiles import load_labelled_mesh
 from meshseg.data.pipeline import make_dataset
 from meshseg.data.records import mesh_to_example
 from meshseg.nn.model import MeshSegmentationNet
+from meshseg.nn.networks import build_network
 from meshseg.nn.ops import IMPLEMENTATIONS
 from meshseg.train.metrics import masked_cross_entropy
 from meshseg.train.step import TrainStep
@@ -37,8 +39,9 @@ def test_every_config_group_option_composes_and_builds_a_model(group, tiny_datas
         cfg = tiny_config(tiny_dataset, f"{group}={option}")
         impls = cfg.impl.candidates if cfg.impl.name == "auto" else [cfg.impl.name]
         for impl in impls:
-            model = MeshSegmentationNet(cfg.data.num_classes, impl=impl, **cfg.model)
-            assert model.impl == impl and model.conv_channels == (8, 8, 16)
+            model = build_network(cfg.data.num_classes, impl, OmegaConf.to_container(cfg.model),
+                                  input_width=3, xla=False)
+            assert model.impl == impl and tuple(model.conv_channels) == (8, 8, 16)
 
 
 def test_unknown_impl_fails_at_composition():
