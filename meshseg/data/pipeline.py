@@ -15,8 +15,6 @@ used as stored, with no Python call per mesh; otherwise `mesh_edges` runs in a
 `tf.numpy_function`. Both give identical batches.
 """
 
-from dataclasses import dataclass
-
 import tensorflow as tf
 
 from meshseg.batch import MESH_ID, Level, mesh_features, padding_values, table_features
@@ -24,7 +22,7 @@ from meshseg.config import AugmentConfig
 from meshseg.data.adjacency import mesh_edges
 from meshseg.data.augment import augment_mesh
 from meshseg.data.buckets import bucket_batch
-from meshseg.data.derived import stored_features
+from meshseg.data.inputs import MeshInputs
 from meshseg.data.reader import (BadRecordLog, check_shard, open_shard, shard_compression,
                                  stored_adjacency, stored_fields)
 from meshseg.data.records import parse_adjacency, parse_features, parse_levels, parse_mesh_record
@@ -35,34 +33,6 @@ INTERLEAVED_SHARDS = 8
 
 _MIN_RMS_RADIUS = 1e-12
 _MIN_AREA = 1e-24
-
-
-@dataclass(frozen=True)
-class MeshInputs:
-    """How one mesh's model inputs are built from its record: the `data` settings that
-    decide them (`meshseg.config.DataConfig`; `of` reads them from there).
-
-    Attributes:
-      features: the per-vertex inputs, concatenated in this order into "inputs"
-        ("xyz", "normals", "hks"; the last two must be stored in the records).
-      levels: coarser hierarchy levels read from the records (0: none).
-      center, scale: the normalisation of `normalize_vertices`.
-    """
-
-    features: tuple = ("xyz",)
-    levels: int = 0
-    center: str = "mean"
-    scale: str = "rms"
-
-    @classmethod
-    def of(cls, data) -> "MeshInputs":
-        """The `MeshInputs` of a `DataConfig` (or anything with its four attributes)."""
-        return cls(tuple(data.features), int(data.levels), data.center, data.scale)
-
-    @property
-    def stored(self) -> tuple:
-        """The features the records must store (`meshseg.data.derived.stored_features`)."""
-        return stored_features(self.features)
 
 
 def normalize_vertices(vertices: tf.Tensor, triangles: tf.Tensor | None = None,

@@ -26,7 +26,8 @@ from meshseg.config import DataConfig
 from meshseg.data.buckets import auto_boundaries, bucket_shapes
 from meshseg.data.manifest import manifest_sizes, unlisted_shards
 from meshseg.data.derived import stored_features
-from meshseg.data.pipeline import MeshInputs, make_dataset, read_meshes
+from meshseg.data.inputs import MeshInputs
+from meshseg.data.pipeline import make_dataset, read_meshes
 from meshseg.data.prepare import MeshFolder, prepare_mesh_folder
 from meshseg.batch import level_key
 from meshseg.data.reader import BadRecordLog, geometry_digests, stored_adjacency

@@ -40,6 +40,7 @@ import trimesh
 from meshseg.cli import command, existing_dir, existing_file, output_dir
 from meshseg.config import TrainConfig
 from meshseg.data.derived import derive
+from meshseg.data.inputs import MeshInputs
 from meshseg.data.meshfiles import load_geometry, load_label_file
 from meshseg.data.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
@@ -49,14 +50,13 @@ from meshseg.train.summary import RunSummary
 if TYPE_CHECKING:
     import keras
 
-    from meshseg.data.pipeline import MeshInputs
     import tensorflow as tf
 
 
 @dataclass(frozen=True)
 class InputSettings:
     """What a run's inputs need: classes K, the features, levels and normalisation
-    (`meshseg.data.pipeline.MeshInputs`), the hierarchy's coarsening, and its test split's
+    (`meshseg.data.inputs.MeshInputs`), the hierarchy's coarsening, and its test split's
     shards."""
 
     num_classes: int
@@ -95,8 +95,6 @@ def input_settings(run_dir: str) -> InputSettings:
     Raises:
       ConfigError: if `run_dir` holds no finished run (no run_config.yaml or summary.json).
     """
-    from meshseg.data.pipeline import MeshInputs
-
     config, summary = load_run_config(run_dir), RunSummary.load(run_dir)
     if config is None or summary is None:
         raise ConfigError(f"{run_dir} holds no finished meshseg run (run_config.yaml and "

@@ -20,7 +20,8 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
 from meshseg.config import LossConfig, ModelConfig, OptimizerConfig, TrainConfig, checked_config
-from meshseg.data.pipeline import MeshInputs, sample_meshes
+from meshseg.data.inputs import MeshInputs
+from meshseg.data.pipeline import sample_meshes
 from meshseg.data.sources import DataInfo, build_datasets
 from meshseg.errors import ConfigError, DataError
 from meshseg.nn.networks import build_network, input_width

@@ -15,7 +15,8 @@ from meshseg.data.augment import augment_mesh
 from meshseg.data.buckets import bucket_shapes
 from meshseg.data.derived import derive
 from meshseg.data.descriptors import normalized_positions
-from meshseg.data.pipeline import MeshInputs, make_dataset, normalize_vertices
+from meshseg.data.inputs import MeshInputs
+from meshseg.data.pipeline import make_dataset, normalize_vertices
 from meshseg.data.reader import BadRecordError, check_shard, decode_mesh_record
 from meshseg.data.records import (level_field, mesh_to_example, parse_features, parse_levels,
                                   parse_mesh_record)

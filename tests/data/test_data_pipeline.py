@@ -5,7 +5,8 @@ import pytest
 import tensorflow as tf
 
 from meshseg.data.adjacency import mesh_edges
-from meshseg.data.pipeline import MeshInputs, make_dataset, normalize_vertices
+from meshseg.data.inputs import MeshInputs
+from meshseg.data.pipeline import make_dataset, normalize_vertices
 from meshseg.data.reader import BadRecordError
 
 

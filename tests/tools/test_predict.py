@@ -12,7 +12,8 @@ from helpers.meshes import SEAM_OBJ
 from helpers.runs import tiny_config, train_tiny
 from meshseg.batch import without_mesh_ids
 from meshseg.data.meshfiles import load_labelled_mesh
-from meshseg.data.pipeline import MeshInputs, make_dataset
+from meshseg.data.inputs import MeshInputs
+from meshseg.data.pipeline import make_dataset
 from meshseg.data.records import mesh_to_example
 from meshseg.errors import ConfigError, DataError
 from meshseg.tools.predict import (InputSettings, evaluate_test_split, input_settings, load_model,

@@ -8,7 +8,8 @@ from helpers.runs import tiny_config, train_tiny
 from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
 from tensorboard.plugins.mesh import plugin_data_pb2
 
-from meshseg.data.pipeline import MeshInputs, sample_meshes
+from meshseg.data.inputs import MeshInputs
+from meshseg.data.pipeline import sample_meshes
 from meshseg.data.reader import open_shard
 from meshseg.data.records import parse_mesh_record
 from meshseg.train.mesh_summaries import label_colors

@@ -1,0 +1,35 @@
+"""How a run builds one mesh's model inputs from its record: `MeshInputs`, the `data`
+settings that decide them (no TensorFlow, so command-line tools can read a run's settings
+before they import it; `meshseg.data.pipeline` builds the inputs)."""
+
+from dataclasses import dataclass
+
+from meshseg.data.derived import stored_features
+
+
+@dataclass(frozen=True)
+class MeshInputs:
+    """How one mesh's model inputs are built from its record: the `data` settings that
+    decide them (`meshseg.config.DataConfig`; `of` reads them from there).
+
+    Attributes:
+      features: the per-vertex inputs, concatenated in this order into "inputs"
+        ("xyz", "normals", "hks"; the last two must be stored in the records).
+      levels: coarser hierarchy levels read from the records (0: none).
+      center, scale: the normalisation of `meshseg.data.pipeline.normalize_vertices`.
+    """
+
+    features: tuple = ("xyz",)
+    levels: int = 0
+    center: str = "mean"
+    scale: str = "rms"
+
+    @classmethod
+    def of(cls, data) -> "MeshInputs":
+        """The `MeshInputs` of a `DataConfig` (or anything with its four attributes)."""
+        return cls(tuple(data.features), int(data.levels), data.center, data.scale)
+
+    @property
+    def stored(self) -> tuple:
+        """The features the records must store (`meshseg.data.derived.stored_features`)."""
+        return stored_features(self.features)
