@@ -188,13 +188,9 @@ def test_tilt_leans_the_up_axis_by_at_most_the_angle():
     assert max(angles) <= 20.0 + 1e-3 and max(angles) > 5.0
 
 
-def test_changing_features_or_levels_reconverts_the_cache_and_the_manifest_sizes_levels(
-        tmp_path, spheres):
-    from meshseg.data.manifest import manifest_sizes
-    from meshseg.data.prepare import STAMP_NAME, MeshFolder, prepare_mesh_folder
-    from meshseg.data.reader import open_shard
-
-    source = tmp_path / "source"
+def write_mesh_folder(source: Path, spheres) -> Path:
+    """`spheres` as a mesh folder (meshes/m<i>.ply, labels/m<i>.txt, m0 and m1 to train,
+    m2 to test), as `data.source=mesh_folder` reads it."""
     (source / "meshes").mkdir(parents=True)
     (source / "labels").mkdir()
     for index, mesh in enumerate(spheres):
@@ -203,6 +199,16 @@ def test_changing_features_or_levels_reconverts_the_cache_and_the_manifest_sizes
         np.savetxt(source / "labels" / f"m{index}.txt", mesh["labels"], fmt="%d")
     (source / "train.txt").write_text("m0.ply\nm1.ply\n")
     (source / "test.txt").write_text("m2.ply\n")
+    return source
+
+
+def test_changing_features_or_levels_reconverts_the_cache_and_the_manifest_sizes_levels(
+        tmp_path, spheres):
+    from meshseg.data.manifest import manifest_sizes
+    from meshseg.data.prepare import STAMP_NAME, MeshFolder, prepare_mesh_folder
+    from meshseg.data.reader import open_shard
+
+    source = write_mesh_folder(tmp_path / "source", spheres)
     cache = tmp_path / "cache"
     plain = MeshFolder(str(source), "meshes", "labels", 2, shards={"train": 1, "test": 1})
     first = prepare_mesh_folder(plain, cache)
@@ -228,15 +234,7 @@ def test_build_datasets_with_hks_and_levels_pads_every_level_to_its_bucket(tmp_p
     from meshseg.config import DataConfig
     from meshseg.data.sources import build_datasets
 
-    source = tmp_path / "source"
-    (source / "meshes").mkdir(parents=True)
-    (source / "labels").mkdir()
-    for index, mesh in enumerate(spheres):
-        trimesh.Trimesh(mesh["vertices"], mesh["triangles"], process=False).export(
-            source / "meshes" / f"m{index}.ply")
-        np.savetxt(source / "labels" / f"m{index}.txt", mesh["labels"], fmt="%d")
-    (source / "train.txt").write_text("m0.ply\nm1.ply\n")
-    (source / "test.txt").write_text("m2.ply\n")
+    source = write_mesh_folder(tmp_path / "source", spheres)
     data = DataConfig(source="mesh_folder", root=str(source), meshes="meshes", labels="labels",
                       num_classes=2, cache_dir=str(tmp_path / "cache"), batch_size=2,
                       features=["normals", "xyz", "hks"], levels=2, center="area_centroid",
