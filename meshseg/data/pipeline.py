@@ -22,6 +22,7 @@ from meshseg.config import AugmentConfig
 from meshseg.data.adjacency import mesh_edges
 from meshseg.data.augment import augment_mesh
 from meshseg.data.buckets import bucket_batch
+from meshseg.data.derived import STORED_FEATURES
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.reader import (BadRecordLog, check_shard, open_shard, shard_compression,
                                  stored_adjacency, stored_fields)
@@ -119,7 +120,7 @@ def with_adjacency(mesh: dict[str, tf.Tensor], inputs: MeshInputs | None = None
                     level["num_vertices"]) for level in mesh.get("levels", [])]
     features = mesh_features(vertices, edges, edge_weights, table, mesh.get(MESH_ID),
                              levels=levels)
-    features |= {name: mesh[name] for name in ("normals", "hks") if name in mesh}
+    features |= {name: mesh[name] for name in STORED_FEATURES if name in mesh}
     return features, mesh.get("labels")
 
 
@@ -130,7 +131,7 @@ def model_inputs(features: dict[str, tf.Tensor], inputs: MeshInputs,
     (when `augment_seed` is given; normals turn with the positions) and with "inputs",
     the `inputs.features` concatenated in their listed order ([V, F])."""
     features = dict(features)
-    stored = {name: features.pop(name) for name in ("normals", "hks") if name in features}
+    stored = {name: features.pop(name) for name in STORED_FEATURES if name in features}
     if augment_seed is not None:
         features["vertices"], normals = augment_mesh(features["vertices"], augment_seed,
                                                      augment, stored.get("normals"))
