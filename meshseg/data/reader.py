@@ -28,8 +28,8 @@ from tensorflow.core.framework import tensor_pb2
 
 from meshseg.config import ADJACENCY_LEVELS
 from meshseg.data.adjacency import ADJACENCY_FIELDS
-from meshseg.data.records import (ADJACENCY_FEATURES, LEVEL_FEATURES, STORED_FEATURE_WIDTHS,
-                                  level_field)
+from meshseg.data.derived import STORED_FEATURES
+from meshseg.data.records import ADJACENCY_FEATURES, LEVEL_FEATURES, level_field
 from meshseg.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -191,7 +191,7 @@ def decode_mesh_record(serialized: bytes, adjacency: str = "none", features=(),
                      mesh["overflow_neighbors"].shape[:1])
     for name in features:
         mesh[name] = _tensor(example, name, np.float32)
-        _check_shape(name, mesh[name], (num_vertices, STORED_FEATURE_WIDTHS[name]))
+        _check_shape(name, mesh[name], (num_vertices, STORED_FEATURES[name]))
         if not np.isfinite(mesh[name]).all():
             raise ValueError(f"'{name}' has {np.sum(~np.isfinite(mesh[name]))} non-finite "
                              "values")
@@ -240,18 +240,18 @@ def record_adjacency(serialized: bytes) -> str:
 
 
 def record_fields(serialized: bytes) -> tuple[tuple[str, ...], int]:
-    """(stored features in `STORED_FEATURE_WIDTHS` order, stored hierarchy levels) of one
+    """(stored features in `STORED_FEATURES` order, stored hierarchy levels) of one
     record."""
     feature = tf.train.Example.FromString(serialized).features.feature
     levels = feature["num_levels"].int64_list.value if "num_levels" in feature else [0]
-    return (tuple(name for name in STORED_FEATURE_WIDTHS if name in feature),
+    return (tuple(name for name in STORED_FEATURES if name in feature),
             int(levels[0]) if len(levels) == 1 else 0)
 
 
 def stored_fields(files: list[str]) -> tuple[tuple[str, ...], int]:
     """The features and hierarchy levels every shard stores, judged by each shard's first
     record (none for an empty or unreadable shard; the reader reports it later)."""
-    features, levels = set(STORED_FEATURE_WIDTHS), 8
+    features, levels = set(STORED_FEATURES), 8
     for path in files:
         try:
             first = next(iter(open_shard(path).take(1)), None)
@@ -261,7 +261,7 @@ def stored_fields(files: list[str]) -> tuple[tuple[str, ...], int]:
         features, levels = features & set(names), min(levels, count)
     if not files:
         return (), 0
-    return tuple(name for name in STORED_FEATURE_WIDTHS if name in features), levels
+    return tuple(name for name in STORED_FEATURES if name in features), levels
 
 
 def stored_adjacency(files: list[str]) -> str:

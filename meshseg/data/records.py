@@ -27,7 +27,7 @@ Optional derived fields (`meshseg.data.derived`, converter `--features`, `--leve
 readers of the demo schema ignore them too:
 
 - `normals`: serialised float32 [V, 3] unit vertex normals; `hks`: serialised float32
-  [V, 16] heat kernel signature (`STORED_FEATURE_WIDTHS`).
+  [V, 16] heat kernel signature (`STORED_FEATURES`).
 - `num_levels`: int64 L, the coarser levels of the mesh hierarchy stored, and for each
   l = 1..L: `level<l>_num_vertices` int64 V_l, `level<l>_edges` serialised int32 [E_l, 2],
   `level<l>_edge_weights` float32 [E_l] and `level<l>_parents` int32 [V_{l-1}]
@@ -40,10 +40,8 @@ import numpy as np
 import tensorflow as tf
 
 from meshseg.data.adjacency import ADJACENCY_FIELDS
-from meshseg.config import FEATURE_WIDTHS
+from meshseg.data.derived import STORED_FEATURES
 
-# The features records can store (xyz is the vertices), with their widths: normals 3, hks 16.
-STORED_FEATURE_WIDTHS = {name: width for name, width in FEATURE_WIDTHS.items() if name != "xyz"}
 # The dtypes of a level's serialised fields (`level_field`).
 LEVEL_FEATURES = {"edges": tf.int32, "edge_weights": tf.float32, "parents": tf.int32}
 
@@ -111,7 +109,7 @@ def mesh_to_example(
         [E], and for "table" the neighbour table's arrays; cast to the dtypes of
         `ADJACENCY_FEATURES`.
       features: optional {name: [V, width]} stored features ("normals", "hks";
-        `STORED_FEATURE_WIDTHS`), cast to float32.
+        `STORED_FEATURES`), cast to float32.
       levels: the mesh hierarchy's coarser levels, finest first (objects with
         num_vertices, edges, edge_weights, parents: `meshseg.data.hierarchy.Level`).
 
@@ -183,13 +181,13 @@ def _derived_features(features: dict[str, np.ndarray], levels, num_vertices: int
     """The optional feature and hierarchy fields of `mesh_to_example`; raises ValueError."""
     fields = {}
     for name, values in features.items():
-        if name not in STORED_FEATURE_WIDTHS:
+        if name not in STORED_FEATURES:
             raise ValueError(f"feature {name!r} is not stored in records; stored are "
-                             f"{', '.join(STORED_FEATURE_WIDTHS)}")
+                             f"{', '.join(STORED_FEATURES)}")
         values = np.asarray(values, np.float32)
-        if values.shape != (num_vertices, STORED_FEATURE_WIDTHS[name]):
-            raise ValueError(f"{name} must have shape [V, {STORED_FEATURE_WIDTHS[name]}] = "
-                             f"[{num_vertices}, {STORED_FEATURE_WIDTHS[name]}], got {values.shape}")
+        if values.shape != (num_vertices, STORED_FEATURES[name]):
+            raise ValueError(f"{name} must have shape [V, {STORED_FEATURES[name]}] = "
+                             f"[{num_vertices}, {STORED_FEATURES[name]}], got {values.shape}")
         fields[name] = _tensor_feature(values)
     if not levels:
         return fields
@@ -396,7 +394,7 @@ def parse_features(serialized: tf.Tensor, names) -> dict[str, tf.Tensor]:
       names: stored feature names ("normals", "hks").
 
     Returns:
-      {name: float32 [V, width]} (static width, `STORED_FEATURE_WIDTHS`).
+      {name: float32 [V, width]} (static width, `STORED_FEATURES`).
 
     Raises:
       tf.errors.InvalidArgumentError: at iteration time, if a field is missing or has
@@ -405,7 +403,7 @@ def parse_features(serialized: tf.Tensor, names) -> dict[str, tf.Tensor]:
     spec = {name: tf.io.FixedLenFeature([], tf.string) for name in names}
     record = tf.io.parse_single_example(serialized, spec)
     return {name: tf.ensure_shape(tf.io.parse_tensor(record[name], tf.float32),
-                                  [None, STORED_FEATURE_WIDTHS[name]])
+                                  [None, STORED_FEATURES[name]])
             for name in names}
 
 
