@@ -18,7 +18,7 @@ bucket. A mesh fits a bucket when it fits at every level.
 import numpy as np
 import tensorflow as tf
 
-from meshseg.batch import level_key
+from meshseg.batch import level_key, num_levels
 
 # Overflow rows of a bucket are rounded up to a multiple of this (most meshes have none).
 OVERFLOW_MULTIPLE = 8
@@ -122,13 +122,12 @@ def _padded_shapes(shape, num_inputs: int):
 
 def _sizes(features) -> tf.Tensor:
     """int64 [4 * (1 + L)]: (V, E, K, O) of the mesh and of each level in `features`."""
-    sizes, level = [], 0
-    while level_key(level, "num_vertices") in features:
+    sizes = []
+    for level in range(num_levels(features) + 1):
         sizes += [features[level_key(level, "num_vertices")],
                   features[level_key(level, "num_edges")],
                   tf.shape(features[level_key(level, "neighbors")])[1],
                   tf.shape(features[level_key(level, "overflow_centers")])[0]]
-        level += 1
     return tf.cast(tf.stack(sizes), tf.int64)
 
 
