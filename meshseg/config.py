@@ -265,6 +265,10 @@ class TrainConfig:
     precision: str = "float32"  # float32 | mixed_float16 (with loss scaling) | mixed_bfloat16
     threads: int = 0  # TensorFlow intra-op threads (0: all cores); cap it for parallel sweeps
     resume: Optional[str] = None  # a run directory to continue from its latest checkpoint
+    # Write a TensorBoard profile (<run dir>/train/plugins/profile/) of the global training
+    # steps [start, stop) of profile_steps (`meshseg.train.profiling`; README "Profiling").
+    profile: bool = False
+    profile_steps: List[int] = field(default_factory=lambda: [10, 15])
 
 
 # The integer settings that count something: each must be >= 1 (each entry, for a list).
@@ -278,7 +282,7 @@ COUNTS = ("steps", "eval_every", "checkpoint.every", "checkpoint.keep", "data.nu
 # data.label_offset (any integer) and data.augment.up_axis (`AugmentConfig.check`).
 INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, None), "summaries.meshes": (0, None),
                   "strategy.port_base": (1, 65535), "data.levels": (0, 8),
-                  "optimizer.warmup_steps": (0, None),
+                  "optimizer.warmup_steps": (0, None), "profile_steps": (0, None),
                   **{key: (1, None) for key in COUNTS}}
 POSITIVE = ("optimizer.learning_rate", "optimizer.decay_rate", "optimizer.epsilon",
             "strategy.startup_timeout_s")
@@ -359,6 +363,9 @@ def check(config: TrainConfig) -> None:
     for key in ("model.dropout", "loss.label_smoothing", "optimizer.weight_decay"):
         if not 0 <= _value(config, key) < 1:
             raise ConfigError(f"{key} must be in [0, 1), got {_value(config, key)}")
+    if len(config.profile_steps) != 2 or not config.profile_steps[0] < config.profile_steps[1]:
+        raise ConfigError(f"profile_steps must be [start,stop] with 0 <= start < stop (steps "
+                          f"start to stop - 1 are profiled), got {list(config.profile_steps)}")
     if config.impl.name == "auto" and not config.impl.candidates:
         raise ConfigError("impl=auto needs impl.candidates, got []")
     config.data.augment.check()

@@ -2,9 +2,10 @@
 optionally XLA-compiled) over the repeated training data, under any strategy."""
 
 import logging
+import os
 import statistics
 import time
-from typing import Dict
+from typing import Dict, Optional, Sequence
 
 import keras
 import tensorflow as tf
@@ -13,6 +14,7 @@ from meshseg.batch import MESH_ID
 from meshseg.train.controller import Controller
 from meshseg.train.distribute import is_replicated, worker_position
 from meshseg.train.metrics import MaskedCrossEntropy
+from meshseg.train.profiling import StepProfiler
 from meshseg.train.step import TrainStep
 
 log = logging.getLogger(__name__)
@@ -37,15 +39,18 @@ class CustomLoop:
       strategy: the `tf.distribute.Strategy` (the default strategy for one device).
       jit: compile the step with XLA.
       loss: the run's loss (label smoothing, class weights).
+      profile_steps: [start, stop): the steps to profile into `<output dir>/train`
+        (`meshseg.train.profiling`); None: no profile.
     """
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer,
                  dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, jit: bool,
-                 loss: MaskedCrossEntropy):
+                 loss: MaskedCrossEntropy, profile_steps: Optional[Sequence[int]] = None):
         self.train_step = TrainStep(model, optimizer, jit, strategy, loss)
         self.strategy = strategy
         self.num_workers = worker_position(strategy)[1]
         self.dataset = dataset
+        self.profile_steps = profile_steps
 
     def run(self, controller: Controller) -> None:
         """Runs `controller.remaining_steps`.
@@ -59,8 +64,11 @@ class CustomLoop:
         for _ in range(controller.start_step):  # counted in this worker's own batches
             next(batches)
         timed = []  # (seconds, meshes of this worker) of the steps that did not compile
+        profiler = StepProfiler(os.path.join(controller.logger.run_dir, "train"),
+                                self.profile_steps)
         try:
             for step in controller.remaining_steps:
+                profiler.step_begin(step)
                 features, labels = next(batches)
                 traces = self.train_step.traces
                 start = time.perf_counter()
@@ -68,6 +76,7 @@ class CustomLoop:
                     features, labels, stop=controller.signals.received is not None)
                 loss = float(loss)  # waits for the step to finish
                 seconds = time.perf_counter() - start
+                profiler.step_end(step)
                 if not bool(finite):
                     controller.stop_non_finite(
                         step, loss, "no replica applied the update. Batch: "
@@ -81,6 +90,7 @@ class CustomLoop:
                                      compiled=compiled,
                                      stop=bool(stopping) if self.num_workers > 1 else None)
         finally:
+            profiler.close()
             if is_replicated(self.strategy):  # one process: the run's summary says it all
                 self.log_throughput(timed)
                 log.info("the step traced %d times; its per-replica pass (XLA under jit "

@@ -2,8 +2,9 @@
 controller."""
 
 import math
+import os
 import time
-from typing import Callable
+from typing import Callable, Optional, Sequence
 
 import keras
 import tensorflow as tf
@@ -11,6 +12,7 @@ import tensorflow as tf
 from meshseg.batch import real_vertices, without_mesh_ids
 from meshseg.train.controller import Controller
 from meshseg.train.metrics import MaskedCrossEntropy, batch_accuracy
+from meshseg.train.profiling import StepProfiler
 
 
 @keras.saving.register_keras_serializable(package="meshseg")
@@ -37,21 +39,28 @@ def count_vertices(y_true, y_pred) -> tf.Tensor:
 
 class StepCallback(keras.callbacks.Callback):
     """Times each `fit` step and hands it to the controller. The first step of `fit`
-    traces and compiles the train function and is logged as compile time."""
+    traces and compiles the train function and is logged as compile time. With a
+    `profiler`, it starts and stops it around the profiled steps (Keras' own TensorBoard
+    callback, which this loop does not use, would do the same with `profile_batch`)."""
 
-    def __init__(self, controller: Controller):
+    def __init__(self, controller: Controller, profiler: Optional[StepProfiler] = None):
         super().__init__()
         self.controller = controller
+        self.profiler = profiler
         self.step = controller.start_step
         self.start = 0.0
 
     def on_train_batch_begin(self, batch, logs=None):
+        if self.profiler is not None:
+            self.profiler.step_begin(self.step + 1)
         self.start = time.perf_counter()
 
     def on_train_batch_end(self, batch, logs=None):
         loss = float(logs["step_loss"])  # waits for the step to finish
         seconds = time.perf_counter() - self.start
         self.step += 1
+        if self.profiler is not None:
+            self.profiler.step_end(self.step)
         if not math.isfinite(loss):
             self.controller.stop_non_finite(
                 self.step, loss, "Model.fit applied the update (loop=custom skips it and "
@@ -73,11 +82,15 @@ class KerasLoop:
       dataset: repeated `(features, labels)` batches (`meshseg.batch`).
       jit: compile Keras' train function with XLA.
       loss: the run's loss (label smoothing, class weights).
+      profile_steps: [start, stop): the steps to profile into `<output dir>/train`
+        (`meshseg.train.profiling`); None: no profile.
     """
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer,
-                 dataset: tf.data.Dataset, jit: bool, loss: MaskedCrossEntropy):
+                 dataset: tf.data.Dataset, jit: bool, loss: MaskedCrossEntropy,
+                 profile_steps: Optional[Sequence[int]] = None):
         self.model = model
+        self.profile_steps = profile_steps
         model.compile(optimizer=optimizer, loss=loss, jit_compile=jit,
                       metrics=[LastBatch(loss, "step_loss"),
                                LastBatch(batch_accuracy, "step_accuracy"),
@@ -90,6 +103,9 @@ class KerasLoop:
         Raises:
           NonFiniteError: at the first step with a non-finite loss.
         """
-        self.model.fit(self.dataset.skip(controller.start_step),
-                       steps_per_epoch=len(controller.remaining_steps), epochs=1, verbose=0,
-                       shuffle=False, callbacks=[StepCallback(controller)])
+        with StepProfiler(os.path.join(controller.logger.run_dir, "train"),
+                          self.profile_steps) as profiler:
+            self.model.fit(self.dataset.skip(controller.start_step),
+                           steps_per_epoch=len(controller.remaining_steps), epochs=1,
+                           verbose=0, shuffle=False,
+                           callbacks=[StepCallback(controller, profiler)])

@@ -137,11 +137,13 @@ def build_loss(settings: LossConfig, train_histogram: np.ndarray) -> MaskedCross
 def build_loop(config: TrainConfig, model: keras.Model, optimizer: keras.optimizers.Optimizer,
                dataset: tf.data.Dataset, strategy: tf.distribute.Strategy,
                train_histogram: np.ndarray) -> Loop:
-    """The `loop` group's loop over the training batches, with the run's loss."""
+    """The `loop` group's loop over the training batches, with the run's loss (and, with
+    `profile=true`, its profiler)."""
     loss = build_loss(config.loss, train_histogram)
+    profile_steps = config.profile_steps if config.profile else None
     if config.loop.name == "custom":
-        return CustomLoop(model, optimizer, dataset, strategy, config.jit, loss)
-    return KerasLoop(model, optimizer, dataset, config.jit, loss)
+        return CustomLoop(model, optimizer, dataset, strategy, config.jit, loss, profile_steps)
+    return KerasLoop(model, optimizer, dataset, config.jit, loss, profile_steps)
 
 
 def choose_implementation(config: TrainConfig, train_data: tf.data.Dataset) -> str:

@@ -23,8 +23,8 @@ MODEL_FILE = "model.keras"  # the trained model
 CHECKPOINT_DIR = "checkpoints"  # `meshseg.train.checkpoints.TrainingCheckpoint`
 OUTPUTS = (CHECKPOINT_DIR, "train", "eval", SUMMARY_FILE, MODEL_FILE)
 # Settings a resumed run may change: how long it trains, how often it evaluates, what
-# it resumes.
-RESUMABLE_CHANGES = ("steps", "eval_every", "resume", "checkpoint")
+# it resumes, whether it profiles (and runs recorded before `profile` existed resume).
+RESUMABLE_CHANGES = ("steps", "eval_every", "resume", "checkpoint", "profile", "profile_steps")
 NOW = re.compile(r"\$\{now:[^}]*\}")  # the timestamp in the default hydra.run.dir
 
 

@@ -53,6 +53,9 @@ class TrainStep:
     vertices, and whether any worker passed `stop=True` (a stop signal; all-reduced with
     the step's results, so every worker of a multi-worker run stops after the same step).
     `traces` counts how often the step was traced (each trace is followed by a compilation).
+    The step's ops are named by part (`tf.name_scope`): forward, loss, backward, guard (the
+    finiteness check), metrics and update, which a profile
+    (`meshseg.tools.profile_summary`) attributes time by.
     """
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer, jit: bool,
@@ -84,12 +87,15 @@ class TrainStep:
         """
         valid = real_vertices(labels)
         with tf.GradientTape() as tape:
-            logits = self.model(features, training=True)
-            loss = self.loss(labels, logits) * tf.reduce_sum(valid) / num_vertices
-            total_loss = loss + tf.add_n(self.model.losses) if self.model.losses else loss
-            if self.scaling:
-                total_loss = self.optimizer.scale_loss(total_loss)
-        gradients = tape.gradient(total_loss, self.model.trainable_variables)
+            with tf.name_scope("forward"):
+                logits = self.model(features, training=True)
+            with tf.name_scope("loss"):
+                loss = self.loss(labels, logits) * tf.reduce_sum(valid) / num_vertices
+                total_loss = loss + tf.add_n(self.model.losses) if self.model.losses else loss
+                if self.scaling:
+                    total_loss = self.optimizer.scale_loss(total_loss)
+        with tf.name_scope("backward"):
+            gradients = tape.gradient(total_loss, self.model.trainable_variables)
         return loss, total_loss, gradients, logits
 
     def loss_and_gradients(self, features, labels):
@@ -106,8 +112,10 @@ class TrainStep:
         # With loss scaling, non-finite gradients are expected now and then: the
         # LossScaleOptimizer skips those updates and lowers the scale itself.
         checked = [loss] if self.scaling else [total_loss] + gradients
-        finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in checked])
-        correct = correct_vertices(labels, logits)
+        with tf.name_scope("guard"):
+            finite = tf.reduce_all([tf.reduce_all(tf.math.is_finite(t)) for t in checked])
+        with tf.name_scope("metrics"):
+            correct = correct_vertices(labels, logits)
         return loss, gradients, correct, 1.0 - tf.cast(finite, tf.float32)
 
     def _replica_step(self, features, labels, stop):
@@ -133,7 +141,8 @@ class TrainStep:
             self.strategy.run(self._apply, args=(results[5],))
             return tf.constant(True)
 
-        tf.cond(finite, apply, lambda: tf.constant(False))
+        with tf.name_scope("update"):
+            tf.cond(finite, apply, lambda: tf.constant(False))
         num_vertices = self.strategy.experimental_local_results(results[4])[0]
         return loss, accuracy, finite, num_vertices, stops > 0
 
