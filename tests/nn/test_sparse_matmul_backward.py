@@ -1,0 +1,167 @@
+"""`sparse_matmul`'s hand-written aggregation gradient: exact, and without [E, W*C] tensors.
+
+TensorFlow's own gradients of SparseTensorDenseMatMul and of gather + unsorted_segment_sum
+gather both sides of the per-edge dot product as [E, W*C] tensors. The tests trace the
+gradient on a small graph with fixed shapes, where E is known statically, and look for any
+tensor of E * W * C or more elements with an axis of length E: in the TensorFlow graph, and
+for the jit variant in the buffers XLA materialises (the top-level instructions of the
+optimised HLO's entry computation).
+"""
+
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from meshseg.nn.ops.sparse_matmul import sparse_matmul
+from helpers.graphs import (GraphCase, VARIABLE_NAMES, assert_close_to_max, random_graph,
+                            random_variables)
+
+GRADIENT_SOURCES = ("data", "values") + VARIABLE_NAMES
+# E = 70 edges; W * C = 20 and D = 5 are not multiples of E, and E > V.
+CASE = GraphCase("backward", batch_shape=(2,), num_vertices=9, num_channels=5,
+                 num_weight_matrices=4, num_output_channels=5, weighted=True)
+GRAPH = random_graph(CASE, seed=1)
+VARIABLES = random_variables(CASE.num_channels, CASE.num_weight_matrices,
+                             CASE.num_output_channels, seed=1)
+NUM_EDGES = len(GRAPH.values)
+EDGE_FEATURE_SIZE = NUM_EDGES * CASE.num_weight_matrices * CASE.num_channels
+
+
+def is_edge_feature_shape(dims) -> bool:
+    """Whether a static shape has an axis of length E and at least E * W * C elements."""
+    return NUM_EDGES in dims and int(np.prod(dims)) >= EDGE_FEATURE_SIZE
+
+
+def convolution_function(xla: bool, gradient: bool, aggregate=sparse_matmul):
+    """tf.function (jit-compiled under `xla`) of data, adjacency values -> the output, or
+    the gradients of sum(output) w.r.t. data, the values and the variables."""
+    variables = [tf.constant(VARIABLES[name]) for name in VARIABLE_NAMES]
+
+    def forward(data, values):
+        return aggregate(data, GRAPH.neighbors(values=values), None, *variables, xla=xla)
+
+    def gradients(data, values):
+        with tf.GradientTape() as tape:
+            tape.watch([data, values] + variables)
+            loss = tf.reduce_sum(forward(data, values))
+        return tape.gradient(loss, [data, values] + variables)
+
+    return tf.function(gradients if gradient else forward, jit_compile=xla, autograph=False)
+
+
+def inputs():
+    return tf.constant(GRAPH.data), tf.constant(GRAPH.values)
+
+
+def graph_shapes(function):
+    """Static shapes (tuples, unknown axes as -1) of every op output in the traced graph."""
+    graph = function.get_concrete_function(*inputs()).graph
+    return [tuple(-1 if d is None else d for d in output.shape.as_list())
+            for op in graph.get_operations() for output in op.outputs
+            if output.shape.rank is not None]
+
+
+def materialised_hlo_shapes(function):
+    """Array shapes of the top-level instructions of the optimised HLO's entry computation
+    (fusions count once, by their result: what XLA allocates)."""
+    hlo = function.experimental_get_compiler_ir(*inputs())(stage="optimized_hlo")
+    entry = hlo[hlo.index("\nENTRY"):]
+    entry = entry[:entry.index("\n}")]
+    shapes = []
+    for result in re.findall(r"^\s*(?:ROOT )?%\S+ = (\(?[^ ]+)", entry, flags=re.MULTILINE):
+        for dims in re.findall(r"[a-z0-9]+\[([0-9,]*)\]", result):
+            shapes.append(tuple(int(d) for d in dims.split(",") if d))
+    return shapes
+
+
+def test_graph_shapes_are_static_so_the_search_can_find_edge_tensors():
+    shapes = graph_shapes(convolution_function(xla=False, gradient=True))
+    assert (NUM_EDGES, CASE.num_weight_matrices) in shapes  # the per-edge logits
+
+
+def test_the_search_finds_the_tensors_of_tensorflows_own_sparse_matmul_gradient():
+    """Control: autodiff of SparseTensorDenseMatMul (the former backward) builds them."""
+    rows_cols = GRAPH.indices[:, 1:] + GRAPH.indices[:, :1] * CASE.num_vertices
+    size = CASE.num_vertices * CASE.batch_shape[0]
+    steered = tf.ones([size, CASE.num_weight_matrices * CASE.num_channels])
+
+    @tf.function
+    def autodiff_gradient(values):
+        with tf.GradientTape() as tape:
+            tape.watch(values)
+            adjacency = tf.SparseTensor(rows_cols, values, [size, size])
+            loss = tf.reduce_sum(tf.sparse.sparse_dense_matmul(adjacency, steered))
+        return tape.gradient(loss, values)
+
+    graph = autodiff_gradient.get_concrete_function(tf.constant(GRAPH.values)).graph
+    assert any(is_edge_feature_shape(output.shape.as_list())
+               for op in graph.get_operations() for output in op.outputs)
+
+
+def test_sparse_matmul_graph_holds_no_edge_feature_tensor_forward_or_backward():
+    """Eager-graph formulation (SparseTensorDenseMatMul): none anywhere in the graph."""
+    offending = [s for s in graph_shapes(convolution_function(xla=False, gradient=True))
+                 if is_edge_feature_shape(s)]
+    assert offending == []
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["graph", "jit"])
+def test_sparse_matmul_gradient_graph_holds_no_edge_feature_tensor_beyond_the_forward(jit):
+    """xla=True formulation: its forward gathers steered as [E, W*C] and scales it before
+    the segment sum (two such tensors); the gradient adds none."""
+    def count(gradient):
+        function = convolution_function(xla=True, gradient=gradient)
+        if not jit:
+            function = tf.function(function.python_function, autograph=False)
+        return sum(is_edge_feature_shape(s) for s in graph_shapes(function))
+
+    assert count(gradient=True) == count(gradient=False)
+
+
+def test_sparse_matmul_jit_gradient_materialises_no_edge_feature_buffer_beyond_the_forward():
+    """XLA fuses the forward's gather and scaling into one [E, W*C] buffer; the gradient
+    adds none."""
+    def count(gradient):
+        shapes = materialised_hlo_shapes(convolution_function(xla=True, gradient=gradient))
+        return sum(is_edge_feature_shape(s) for s in shapes)
+
+    assert count(gradient=True) <= count(gradient=False) <= 1
+
+
+@pytest.mark.parametrize("xla", [False, True], ids=["eager", "jit"])
+def test_sparse_matmul_gradient_matches_numerical_jacobian(xla):
+    """Checks the gradient of every input, including the adjacency values, against central
+    differences in float64 (delta 1e-6: truncation error ~1e-12, round-off ~1e-10
+    relative), with large enough steering weights that the softmax is far from uniform."""
+    case = GraphCase("tiny", num_vertices=4, num_channels=2, num_output_channels=2,
+                     num_weight_matrices=3, weighted=True)
+    graph = random_graph(case, seed=3)
+    variables = random_variables(2, 3, 2, seed=3, stddev=1.0)
+    args = [graph.data, graph.values] + [variables[name] for name in VARIABLE_NAMES]
+    args = [tf.constant(a, tf.float64) for a in args]
+
+    def convolution(data, values, var_u, var_v, var_c, var_w, var_b):
+        return sparse_matmul(data, graph.neighbors(values=values), None,
+                             var_u, var_v, var_c, var_w, var_b, xla=xla)
+
+    if xla:
+        convolution = tf.function(convolution, jit_compile=True)
+    theoretical, numerical = tf.test.compute_gradient(convolution, args, delta=1e-6)
+    for name, analytic, numeric in zip(GRADIENT_SOURCES, theoretical, numerical):
+        assert np.max(np.abs(numeric)) > 0, name
+        assert_close_to_max(analytic, numeric, 1e-7, f"Jacobian w.r.t. {name}")
+
+
+def test_dynamic_number_of_weight_matrices_raises_value_error():
+    variables = [tf.constant(VARIABLES[name]) for name in VARIABLE_NAMES]
+    var_w_spec = tf.TensorSpec([None, CASE.num_channels, CASE.num_output_channels])
+
+    @tf.function(input_signature=[var_w_spec])
+    def convolution(var_w):
+        return sparse_matmul(tf.constant(GRAPH.data), GRAPH.neighbors(), None,
+                             *variables[:3], var_w, variables[4])
+
+    with pytest.raises(ValueError, match="static number of weight matrices"):
+        convolution.get_concrete_function()
