@@ -142,6 +142,8 @@ class NeighborTable(NamedTuple):
       overflow_neighbors: int32 [O, K] further neighbours, or None (no overflow rows).
       overflow_weights: float [O, K] their adjacency values, 0 in unused slots, or None.
       overflow_centers: int32 [O] the vertex i each overflow row belongs to, or None.
+      reverse: int32 [V, K] `reverse_slots` of the table, or None (not computed yet).
+      paired: bool scalar, whether `reverse` pairs every used slot, or None.
     """
 
     neighbors: tf.Tensor
@@ -149,6 +151,50 @@ class NeighborTable(NamedTuple):
     overflow_neighbors: Optional[tf.Tensor] = None
     overflow_weights: Optional[tf.Tensor] = None
     overflow_centers: Optional[tf.Tensor] = None
+    reverse: Optional[tf.Tensor] = None
+    paired: Optional[tf.Tensor] = None
+
+
+def reverse_slots(neighbors: tf.Tensor, weights: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    """Where each edge of a neighbour table is stored the other way round.
+
+    For the used slot (i, k) of row i (a_ik != 0) holding neighbour j: the flat index
+    j*K + k' of the used slot (j, k') of row j that holds i. Mesh 1-rings are symmetric,
+    so this pairs the slots, and a sum over the slots that point at vertex j (a scatter)
+    becomes a sum over the reverse slots of j's own row (a gather): the backward of
+    `meshseg.nn.ops.gather_matmul` forms dL/dx and dL/dt that way. An unused slot gets its
+    own flat index.
+
+    Args:
+      neighbors: int32 [V, K] neighbour table (`NeighborTable.neighbors`).
+      weights: float [V, K] adjacency values a_ik, 0 in unused slots.
+
+    Returns:
+      (reverse int32 [V, K], paired bool scalar): `paired` is True when `reverse` is a
+      bijection of the used slots (every used slot has a used reverse, and the reverse of
+      the reverse is the slot itself). It is False for an asymmetric table, a duplicate
+      edge, or an edge whose reverse sits on an overflow row; users of `reverse` must then
+      scatter instead.
+    """
+    num_vertices, width = tf.shape(neighbors)[0], tf.shape(neighbors)[1]
+    used = weights != 0
+    own = tf.reshape(tf.range(num_vertices * width), [num_vertices, width])
+    # back[i, k, k']: slot k' of row j = neighbors[i, k] is used and holds i.
+    back = tf.gather(neighbors, neighbors) == tf.range(num_vertices)[:, tf.newaxis, tf.newaxis]
+    back = back & tf.gather(used, neighbors)  # [V, K, K]
+    found = tf.reduce_any(back, axis=-1)
+    reverse = neighbors * width + tf.argmax(tf.cast(back, tf.int32), axis=-1,
+                                            output_type=tf.int32)
+    reverse = tf.where(used & found, reverse, own)
+    round_trip = tf.gather(tf.reshape(reverse, [-1]), reverse)
+    paired = tf.reduce_all(~used | (found & (round_trip == own)))
+    return reverse, paired
+
+
+def with_reverse_slots(table: NeighborTable) -> NeighborTable:
+    """`table` with its `reverse_slots` (fields `reverse` and `paired`) filled in."""
+    reverse, paired = reverse_slots(table.neighbors, table.weights)
+    return table._replace(reverse=reverse, paired=paired)
 
 
 def table_width(degree: tf.Tensor) -> tf.Tensor:

@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from meshseg.batch import (Level, NeighborTable, as_batch, level_features, mesh_features,
-                           table_features)
+                           table_features, with_reverse_slots)
 from meshseg.nn.layers import FeatureSteeredConvolution
 from meshseg.nn.ops import NEIGHBOR_TABLE_IMPLS
 
@@ -39,8 +39,9 @@ def batch_table(features: Dict[str, tf.Tensor]) -> NeighborTable:
         (`meshseg.batch`), indices local to each mesh.
 
     Returns:
-      `NeighborTable` [B*V, K] with [B*O, K] overflow rows; vertex i of mesh b is row
-      b*V + i.
+      `NeighborTable` [B*V, K] with [B*O, K] overflow rows and its reverse slots
+      (`meshseg.batch.with_reverse_slots`, computed once for all the convolutions that use
+      it); vertex i of mesh b is row b*V + i.
     """
     table = table_features(features)
     shape = tf.shape(table.neighbors)
@@ -51,9 +52,9 @@ def batch_table(features: Dict[str, tf.Tensor]) -> NeighborTable:
         tensor = tensor + offsets[..., tf.newaxis] if shifted else tensor
         return tf.reshape(tensor, [-1, width])
 
-    return NeighborTable(flat(table.neighbors, True), flat(table.weights),
-                         flat(table.overflow_neighbors, True), flat(table.overflow_weights),
-                         tf.reshape(table.overflow_centers + offsets, [-1]))
+    return with_reverse_slots(NeighborTable(
+        flat(table.neighbors, True), flat(table.weights), flat(table.overflow_neighbors, True),
+        flat(table.overflow_weights), tf.reshape(table.overflow_centers + offsets, [-1])))
 
 
 def graph_neighbors(features: Dict[str, tf.Tensor], impl: str, level: int = 0,

@@ -4,7 +4,7 @@ from typing import Optional, Union
 
 import tensorflow as tf
 
-from meshseg.batch import NeighborTable, table_from_edges
+from meshseg.batch import NeighborTable, table_from_edges, with_reverse_slots
 from meshseg.nn.ops.flatten import flatten_graph
 
 
@@ -49,39 +49,102 @@ def gather_matmul(data: tf.Tensor, neighbors: Union[tf.SparseTensor, NeighborTab
     if isinstance(neighbors, NeighborTable):
         if tf.convert_to_tensor(data).shape.rank != 2:
             raise ValueError("gather_matmul with a NeighborTable takes 2-D data [V, C]")
-        return _feast(tf.convert_to_tensor(data), neighbors, var_u, var_v, var_c, var_w, var_b)
+        return _feast(tf.convert_to_tensor(data), neighbors, var_u, var_v, var_c, var_w, var_b,
+                      xla)
     if xla and max_degree is None:
         raise ValueError("gather_matmul under XLA needs a static max_degree (neighbour table width)")
     graph = flatten_graph(data, neighbors, sizes)
     table, degree = table_from_edges(graph.rows, graph.cols, graph.weights,
                                      tf.shape(graph.data)[0], max_degree)
-    y = _feast(graph.data, table, var_u, var_v, var_c, var_w, var_b)
+    y = _feast(graph.data, table, var_u, var_v, var_c, var_w, var_b, xla)
     if max_degree is not None:
         y = tf.where(tf.reduce_max(degree) > max_degree, tf.constant(float("nan"), y.dtype), y)
     return graph.unflatten(y)
 
 
-def _feast(x, table: NeighborTable, var_u, var_v, var_c, var_w, var_b):
+def _feast(x, table: NeighborTable, var_u, var_v, var_c, var_w, var_b, xla: bool):
     """The convolution of x [V, C] over `table` (and its overflow rows), [V, D]."""
     num_weights, num_in = var_w.shape[0], var_w.shape[1]
+    w_flat = tf.reshape(var_w, [num_weights * num_in, -1])
     s = tf.matmul(x, var_u) + var_c  # [V, W]
     t = tf.matmul(x, var_v)  # [V, W]
-    z = _aggregate(x, s, t, table.neighbors, table.weights)  # [V, W, C]
-    if table.overflow_centers is not None:
-        centers = table.overflow_centers
-        z_overflow = _aggregate(x, tf.gather(s, centers), t, table.overflow_neighbors,
-                                table.overflow_weights)  # [O, W, C]
-        z = z + tf.math.unsorted_segment_sum(z_overflow, centers, tf.shape(x)[0])
-    return tf.matmul(tf.reshape(z, [-1, num_weights * num_in]),
-                     tf.reshape(var_w, [num_weights * num_in, -1])) + var_b
+    if table.reverse is None:
+        table = with_reverse_slots(table)
+    z = _aggregate_main_rows(x, s, t, table, xla)
+    y = tf.matmul(tf.reshape(z, [-1, num_weights * num_in]), w_flat) + var_b
+    if table.overflow_centers is None:
+        return y
+    # Overflow rows go through W before they are added to their vertex: [O, D], not [V, W, C].
+    centers = table.overflow_centers
+    z_overflow = _aggregate(x, tf.gather(s, centers), t, table.overflow_neighbors,
+                            table.overflow_weights)  # [O, W, C]
+    y_overflow = tf.matmul(tf.reshape(z_overflow, [-1, num_weights * num_in]), w_flat)
+    return tf.tensor_scatter_nd_add(y, centers[:, tf.newaxis], y_overflow)
+
+
+def _sum_over_reverse_slots(per_slot, table: NeighborTable, xla: bool):
+    """sum_{(i, k): neighbors[i, k] = j} per_slot[i, k] for every vertex j, [V, ...], for a
+    `per_slot` [V, K, ...] that is 0 in the unused slots. With the table's slots paired
+    (`meshseg.batch.reverse_slots`) that is a sum over j's own row of the reverse slots:
+    under XLA a gather and a sum, which it fuses into one pass; otherwise one
+    `tf.sparse.segment_sum` (a gather and a sum in one kernel). Else a scatter."""
+    num_vertices, width = tf.shape(per_slot)[0], tf.shape(per_slot)[1]
+    flat = tf.reshape(per_slot, tf.concat([[-1], tf.shape(per_slot)[2:]], axis=0))
+
+    def gather():
+        if xla:
+            return tf.reduce_sum(tf.gather(flat, table.reverse), axis=1)
+        rows = tf.repeat(tf.range(num_vertices), width)
+        return tf.sparse.segment_sum(flat, tf.reshape(table.reverse, [-1]), rows)
+
+    def scatter():
+        return tf.math.unsorted_segment_sum(per_slot, table.neighbors, num_vertices)
+
+    return tf.cond(table.paired, gather, scatter)
+
+
+def _aggregate_main_rows(x, s, t, table: NeighborTable, xla: bool):
+    """`_aggregate` over the table's own rows (row i is vertex i), with a hand-written
+    backward that sums over the reverse slots instead of scattering: z [V, W, C]."""
+    neighbors = table.neighbors
+
+    @tf.custom_gradient
+    def aggregate(x, s, t, weights):
+        softmax_dtype = _softmax_dtype(x)
+        logits = tf.cast(s[:, tf.newaxis, :] + tf.gather(t, neighbors), softmax_dtype)
+        q = tf.nn.softmax(logits)  # [V, K, W], normalised in >= float32
+        coef = tf.cast(weights, softmax_dtype)[..., tf.newaxis] * q
+        x_neighbors = tf.gather(x, neighbors)  # [V, K, C]
+        z = tf.matmul(tf.cast(coef, x.dtype), x_neighbors, transpose_a=True)  # [V, W, C]
+
+        def grad(dz):
+            with tf.name_scope("feast_gradient"):
+                dcoef = tf.cast(tf.matmul(x_neighbors, dz, transpose_b=True), softmax_dtype)
+                dx_neighbors = tf.matmul(tf.cast(coef, x.dtype), dz)  # [V, K, C]
+                dq = tf.cast(weights, softmax_dtype)[..., tf.newaxis] * dcoef  # [V, K, W]
+                dlogits = q * (dq - tf.reduce_sum(q * dq, axis=-1, keepdims=True))
+                dweights = tf.cast(tf.reduce_sum(q * dcoef, axis=-1), weights.dtype)
+                dlogits = tf.cast(dlogits, x.dtype)
+                # Unused slots (a = 0) have coef = 0, so their dx_neighbors and dlogits are 0.
+                dt = _sum_over_reverse_slots(dlogits, table, xla)
+                dx = _sum_over_reverse_slots(dx_neighbors, table, xla)
+                return dx, tf.reduce_sum(dlogits, axis=1), dt, dweights
+
+        return z, grad
+
+    return aggregate(x, s, t, table.weights)
+
+
+def _softmax_dtype(x):
+    """float32 for low-precision x (the softmax is normalised in >= float32), else x's."""
+    return tf.float32 if x.dtype in (tf.float16, tf.bfloat16) else x.dtype
 
 
 def _aggregate(x, s_rows, t, neighbors, weights):
     """z_r = sum_k a_rk q(x_i, x_k) x_k^T of each table row r, [R, W, C]: `s_rows` [R, W]
     holds u.x_i + c of the row's vertex i, `t` [V, W] v.x_k, `neighbors` and `weights`
     [R, K] the row's neighbours and their a_ik."""
-    softmax_dtype = tf.float32 if x.dtype in (tf.float16, tf.bfloat16) else x.dtype
-    logits = tf.cast(s_rows[:, tf.newaxis, :] + tf.gather(t, neighbors), softmax_dtype)
+    logits = tf.cast(s_rows[:, tf.newaxis, :] + tf.gather(t, neighbors), _softmax_dtype(x))
     q = tf.cast(tf.nn.softmax(logits), x.dtype)  # [R, K, W], normalised in >= float32
     coef = tf.cast(weights, x.dtype)[..., tf.newaxis] * q  # [R, K, W]
     return tf.matmul(coef, tf.gather(x, neighbors), transpose_a=True)  # [R, W, C]
