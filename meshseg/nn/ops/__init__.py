@@ -35,7 +35,8 @@ XLA_FORMULATION = {
     "gather_sum": "library op on inputs flattened to 2-D (its batch flattening uses SparseReshape)",
     "sparse_matmul": "gather + unsorted_segment_sum instead of SparseTensorDenseMatMul",
     "block_sparse": "gather + unsorted_segment_sum instead of SparseTensorDenseMatMul",
-    "gather_matmul": "the same ops (all have XLA kernels), with a static neighbour-table width",
+    "gather_matmul": "the same ops (all have XLA kernels), with a static neighbour-table width; "
+                     "the backward's reverse-slot sums as gather + sum, which XLA fuses",
 }
 
 

@@ -20,8 +20,15 @@ def gather_matmul(data: tf.Tensor, neighbors: Union[tf.SparseTensor, NeighborTab
     grows with the edges. Per vertex i the inputs of the W weight matrices are one tiny
     matrix product z_i = Q_i^T X_i, with Q_i [K, W] = a_ik q_m(x_i, x_k) and X_i [K, C]
     the gathered neighbour features; then y = b + [V, W*C] x [W*C, D] as one dense
-    matmul. The largest per-edge tensors are [V, K, C] and [V, K, W]: nothing of size [E, W, C]
-    or [E, W, D] exists, forward or backward (gradients by TensorFlow's autodiff). The
+    matmul; overflow rows go through W on their own ([O, D]) and are added to their
+    vertex. The largest per-edge tensors are [V, K, C] and [V, K, W]: nothing of size
+    [E, W, C] or [E, W, D] exists, forward or backward. The backward of the table's own
+    rows is written by hand: dL/dx and dL/dt are sums over the slots that point at each
+    vertex, which a symmetric table (mesh 1-rings) turns into a sum over the reverse slots
+    of the vertex's own row (`meshseg.batch.reverse_slots`): one `tf.sparse.segment_sum`,
+    or under XLA a gather and a sum that it fuses, instead of the scatter
+    (`UnsortedSegmentSum`, serial on CPU) of the gather's gradient; a table whose slots do
+    not pair (asymmetric, duplicate edges, overflow rows) scatters. The
     softmax is max-shifted (`tf.nn.softmax`), so any input magnitude gives finite results,
     and computed in at least float32 whatever the dtype of `data` (mixed precision).
 
