@@ -118,6 +118,10 @@ class DataConfig:
     label_set: Optional[str] = None  # data sets with several label sets name one here
     label_offset: int = 0  # added to every label (1 maps the RNA data's -1 to class 0)
     cache_dir: Optional[str] = None  # converted shards + manifests, built on first use
+    # Only the split file entries matching these fnmatch patterns are used, e.g. train on
+    # one remeshing and test on another: train_entries=meshes/iso/* test_entries=meshes/qes/*
+    train_entries: str = "*"
+    test_entries: str = "*"
     train_shards: int = 4
     test_shards: int = 1
     adjacency: str = "edges"  # stored in the converted records: none | edges | table

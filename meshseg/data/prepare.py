@@ -49,6 +49,8 @@ class MeshFolder:
       features: stored per-vertex features, among "normals", "hks" (in that order;
         `meshseg.data.derived.stored_features`).
       levels: coarser mesh-hierarchy levels stored; coarsening: their vertex ratio.
+      entries: per split, an fnmatch pattern: only the split file's entries matching it
+        are converted (e.g. {"train": "meshes/iso/*", "test": "meshes/qes/*"}).
     """
 
     root: str
@@ -62,12 +64,25 @@ class MeshFolder:
     features: tuple = ()
     levels: int = 0
     coarsening: float = 4.0
+    entries: dict = field(default_factory=lambda: {"train": "*", "test": "*"})
 
 
 def _pairs(source: MeshFolder) -> dict[str, tuple[list[Path], list[Path]]]:
+    """(mesh paths, label paths) of each split's entries that match `source.entries`.
+
+    Raises:
+      ConfigError: if a pattern other than "*" matches none of its split's entries.
+    """
     root = Path(source.root)
-    return {split: split_file_pairs(root / source.meshes, root / source.labels,
-                                    root / f"{split}.txt") for split in SPLITS}
+    pairs = {}
+    for split in SPLITS:
+        pattern = source.entries[split]
+        pairs[split] = split_file_pairs(root / source.meshes, root / source.labels,
+                                        root / f"{split}.txt", pattern)
+        if pattern != "*" and not pairs[split][0]:
+            raise ConfigError(f"data.{split}_entries={pattern!r} matches no entry of "
+                              f"{root / f'{split}.txt'}")
+    return pairs
 
 
 def _source_stamp(source: MeshFolder, pairs: dict) -> dict:
@@ -84,7 +99,8 @@ def _source_stamp(source: MeshFolder, pairs: dict) -> dict:
     settings["features"] = list(settings["features"])
     # Settings at their defaults are left out, so a cache built before they existed (no
     # features, no hierarchy) stays valid; the coarsening matters only with levels.
-    for name, default in (("features", []), ("levels", 0)):
+    for name, default in (("features", []), ("levels", 0),
+                          ("entries", {"train": "*", "test": "*"})):
         if settings[name] == default:
             settings.pop(name)
     if not source.levels:

@@ -66,7 +66,8 @@ def resolve_files(data: DataConfig) -> dict[str, list[str]]:
     source = MeshFolder(root, data.meshes, data.labels, data.num_classes, data.label_offset,
                         {"train": data.train_shards, "test": data.test_shards}, data.adjacency,
                         features=stored_features(data.features), levels=data.levels,
-                        coarsening=data.coarsening)
+                        coarsening=data.coarsening,
+                        entries={"train": data.train_entries, "test": data.test_entries})
     prepared = prepare_mesh_folder(source, data.cache_dir, workers=data.convert_workers,
                                    descriptor_cache=data.descriptor_cache)
     return {"train": prepared["train"], "test": prepared["test"]}

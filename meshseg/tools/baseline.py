@@ -75,11 +75,12 @@ def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
     if not root.is_dir():
         raise ConfigError(f"data.root={data.root!r} is not a folder; pass data.root=<path>")
     pairs = {}
-    for split in SPLITS:
+    for split, pattern in (("train", data.train_entries), ("test", data.test_entries)):
         pairs[split] = split_file_pairs(root / data.meshes, root / data.labels,
-                                        root / f"{split}.txt")
+                                        root / f"{split}.txt", pattern)
         if not pairs[split][0]:
-            raise ConfigError(f"{root / f'{split}.txt'} lists no mesh")
+            raise ConfigError(f"{root / f'{split}.txt'} lists no mesh matching "
+                              f"data.{split}_entries={pattern!r}")
     return pairs
 
 

@@ -15,7 +15,7 @@ from meshseg.batch import level_key
 from meshseg.data.convert import convert_split
 from meshseg.data.reader import shard_compression
 from meshseg.data.sources import build_datasets
-from meshseg.errors import DataError
+from meshseg.errors import ConfigError, DataError
 
 HUMAN_PARTS = PROJECT.parent / "shared" / "data" / "human_parts"
 
@@ -212,3 +212,22 @@ def test_test_meshes_that_are_training_meshes_are_counted_or_refused(tiny_datase
         build_datasets(_tfrecords_config(tiny_dataset["train"], test, 6, "data.overlap=refuse"),
                        seed=0, jit=False)
 
+
+
+def test_entry_patterns_train_on_one_remeshing_and_test_on_the_other(tmp_path):
+    cfg = _config("experiment=human_parts", f"data.root={HUMAN_PARTS}",
+                  f"data.cache_dir={tmp_path / 'cache'}", "data.features=[xyz]",
+                  "data.levels=0", "data.descriptor_cache=null",
+                  "data.train_entries=meshes/iso/*", "data.test_entries=meshes/qes/*").data
+    _, test_ds, info = build_datasets(OmegaConf.to_object(cfg), seed=0, jit=False)
+    assert info.num_meshes == {"train": 10, "test": 10}
+    # qes remeshes have about twice the vertices of iso ones (~14k against ~7k).
+    assert int(tf.reduce_min(next(iter(test_ds))[0]["num_vertices"])) > 10000
+
+
+def test_an_entry_pattern_that_matches_nothing_is_a_config_error(tmp_path):
+    cfg = _config("experiment=human_parts", f"data.root={HUMAN_PARTS}",
+                  f"data.cache_dir={tmp_path / 'cache'}", "data.test_entries=meshes/nope/*").data
+    with pytest.raises(ConfigError, match=r"data.test_entries='meshes/nope/\*' matches no entry"):
+        build_datasets(OmegaConf.to_object(cfg), seed=0, jit=False)
+    assert not (tmp_path / "cache").exists()
