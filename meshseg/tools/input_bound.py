@@ -1,44 +1,63 @@
-"""Is training input-bound? Train steps fed by the tf.data pipeline against the same
-steps fed from batches held in memory.
+"""Is training input-bound, and how much does the app add to its step? Train steps fed by
+the tf.data pipeline and the app's own loop against the same steps fed from batches held
+in memory.
 
     python -m meshseg.tools.input_bound [config overrides, as for train.py]
     python -m meshseg.tools.input_bound impl=gather_sum data.batch_size=8 --steps 30
 
-Prints the median step time (ms) of both and their ratio; the pipeline keeps up when
-the ratio is within 5% of 1.
+Prints three median times (ms): the train step fed from memory (the benchmark's pure
+train step: the same `TrainStep`, model, shapes and classes), the same step fed by the
+pipeline, and the app's whole loop iteration (`meshseg.train.run.run` on a temporary run
+directory: input, step, loss, metrics, the non-finite guard, logging and summaries; no
+evaluation or checkpoint inside the timed steps). The pipeline keeps up when
+pipeline/memory is within 5% of 1; the app's overhead is within bounds when app/memory
+is within 15% of 1.
 
 The overrides are composed and checked (`meshseg.config`) before TensorFlow is imported: an
 unknown key or option, a value of the wrong type or out of range ends the command with one
-line naming the setting and exit status 2, as a missing data path does once the data are
-opened; a bad mesh or record ends it with status 4.
+line naming the setting and exit status 2, as a missing data path or loop=keras (which
+does not time its iterations) does; a bad mesh or record ends it with status 4.
 """
 
 import argparse
-from typing import Dict, List
+import copy
+import os
+import statistics
+import tempfile
+from typing import Dict, List, Optional
+
+from omegaconf import DictConfig
 
 from meshseg.cli import at_least, command
 from meshseg.config import composed_config
 from meshseg.errors import ConfigError
 
 INPUT_BOUND_RATIO = 1.05
+APP_OVERHEAD_RATIO = 1.15
 
 
-def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, float]:
-    """Median train-step time (ms) fed by the pipeline and fed from memory.
+def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, Optional[float]]:
+    """Median train-step time (ms) fed by the pipeline and fed from memory, and the app's
+    median loop iteration (ms).
 
     The model, optimizer and data come from the `train` config with `overrides`. Both
-    measurements use the same step function after `warmup` steps (tracing, compiling,
+    step measurements use the same step function after `warmup` steps (tracing, compiling,
     filling the pipeline's cache); the in-memory batches are the next `steps` batches.
+    The app's figure is `app_iteration_ms` of the same config.
 
     Returns:
-      dict with `pipeline_ms`, `memory_ms` and `ratio` (pipeline / memory).
+      dict with `pipeline_ms`, `memory_ms`, `ratio` (pipeline / memory), `app_ms` and
+      `app_ratio` (app / memory); the last two are None when every app step traced.
 
     Raises:
-      ConfigError: from `composed_config` (before TensorFlow is imported), for an unknown
-        implementation name, or a missing data path.
+      ConfigError: from `composed_config` (before TensorFlow is imported), for loop=keras,
+        an unknown implementation name, or a missing data path.
       DataError: for a mesh that does not convert or a bad record.
     """
     cfg = composed_config(overrides)
+    if cfg.loop.name != "custom":
+        raise ConfigError(f"loop={cfg.loop.name}: input_bound times the iterations of "
+                          "loop=custom, the only loop that times them")
     import tensorflow as tf
 
     from meshseg.train.run import (build_loss, build_model, build_optimizer, load_data,
@@ -58,22 +77,58 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, floa
     in_memory = [next(batches) for _ in range(steps)]
     memory_ms = median_step_ms(step, in_memory)
     pipeline_ms = median_step_ms(step, (next(batches) for _ in range(steps)))
-    return {"pipeline_ms": pipeline_ms, "memory_ms": memory_ms, "ratio": pipeline_ms / memory_ms}
+    app_ms = app_iteration_ms(cfg, steps, warmup)
+    return {"pipeline_ms": pipeline_ms, "memory_ms": memory_ms,
+            "ratio": pipeline_ms / memory_ms, "app_ms": app_ms,
+            "app_ratio": None if app_ms is None else app_ms / memory_ms}
+
+
+def app_iteration_ms(cfg: DictConfig, steps: int, warmup: int) -> Optional[float]:
+    """The median (ms) of the app's loop iterations (`iteration_time_ms`,
+    `meshseg.train.custom_loop`) after the first `warmup` steps of a run of `cfg` on one
+    device, in a temporary run directory, that trains `warmup + steps + 1` steps and
+    evaluates and checkpoints only at its last one (which has no timed iteration), so
+    `steps` iterations are timed; None when all of them traced.
+    """
+    import tensorflow as tf
+
+    from meshseg.train.run import run
+    from meshseg.train.summaries import read_scalars
+
+    cfg = copy.deepcopy(cfg)
+    cfg.steps = cfg.eval_every = cfg.checkpoint.every = warmup + steps + 1
+    cfg.checkpoint.dir = cfg.resume = None  # a fresh run in the temporary directory
+    with tempfile.TemporaryDirectory(prefix="meshseg-input-bound-") as run_dir:
+        run(cfg, run_dir, tf.distribute.get_strategy())
+        timed_steps, times = read_scalars(os.path.join(run_dir, "train")).get(
+            "iteration_time_ms", ([], []))
+    timed = [ms for step, ms in zip(timed_steps, times) if step > warmup]
+    return float(statistics.median(timed)) if timed else None
+
+
+def report(result: Dict[str, Optional[float]]) -> str:
+    """The printed line: the three times, both ratios and both verdicts."""
+    verdict = ("not input-bound" if result["ratio"] <= INPUT_BOUND_RATIO
+               else "INPUT-BOUND: the pipeline slows training")
+    line = (f"in-memory step {result['memory_ms']:.1f} ms, pipeline-fed step "
+            f"{result['pipeline_ms']:.1f} ms, ratio {result['ratio']:.3f}: {verdict}; ")
+    if result["app_ms"] is None:
+        return line + "app iteration: none timed (every step traced)"
+    app_verdict = ("app overhead within 15%" if result["app_ratio"] <= APP_OVERHEAD_RATIO
+                   else "APP OVERHEAD: the app's loop adds more than 15% to the train step")
+    return line + (f"app iteration {result['app_ms']:.1f} ms, app/memory "
+                   f"{result['app_ratio']:.3f}: {app_verdict}")
 
 
 @command
 def main(argv=None) -> None:
-    """Command-line entry point: prints both step times, their ratio and the verdict (exit
-    statuses: see the module docstring)."""
+    """Command-line entry point: prints the three times, their ratios and the verdicts
+    (exit statuses: see the module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("overrides", nargs="*", help="config overrides, as for train.py")
     parser.add_argument("--steps", type=at_least(1), default=20, help="steps timed each way")
     args = parser.parse_args(argv)
-    result = compare(args.overrides, args.steps)
-    verdict = ("not input-bound" if result["ratio"] <= INPUT_BOUND_RATIO
-               else "INPUT-BOUND: the pipeline slows training")
-    print(f"pipeline-fed step {result['pipeline_ms']:.1f} ms, in-memory step "
-          f"{result['memory_ms']:.1f} ms, ratio {result['ratio']:.3f}: {verdict}")
+    print(report(compare(args.overrides, args.steps)))
 
 
 if __name__ == "__main__":

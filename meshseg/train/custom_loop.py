@@ -11,13 +11,19 @@ import keras
 import tensorflow as tf
 
 from meshseg.batch import MESH_ID
-from meshseg.train.controller import Controller
+from meshseg.train.controller import Controller, Schedule
 from meshseg.train.distribute import is_replicated, worker_position
 from meshseg.train.metrics import MaskedCrossEntropy
 from meshseg.train.profiling import StepProfiler
 from meshseg.train.step import TrainStep
 
 log = logging.getLogger(__name__)
+
+
+def periodic(schedule: Schedule, step: int) -> bool:
+    """Whether `Controller.step_done` evaluates or checkpoints after `step` on `schedule`
+    (besides the last step, and a stop)."""
+    return step % schedule.eval_every == 0 or step % schedule.checkpoint_every == 0
 
 
 class CustomLoop:
@@ -30,8 +36,16 @@ class CustomLoop:
     distribution: with input sharded by file, a worker's step takes its replicas' part of
     a batch of its own files, not a global batch (`Dataset.skip` before distribution
     would count global batches). At the end of a replicated run, each worker logs its own
-    throughput (meshes/s of its part of the batches, from its median step time) and how
-    often the step traced.
+    throughput (meshes/s of its part of the batches, from its median step time), its
+    median iteration time and how often the step traced.
+
+    Besides the step (`seconds`, around the `TrainStep` call), the loop times each whole
+    iteration: from its start (before the batch is taken from the input) to the start of
+    the next, so the input wait, the step and `Controller.step_done`'s logging and
+    summaries are in it. An iteration that compiled, or whose step evaluates or
+    checkpoints (`periodic`), is not timed; the others are logged as `iteration_time_ms`
+    (`RunLogger.log_iteration`) when the next iteration starts. The last step has no next
+    iteration (it evaluates and checkpoints anyway).
 
     Args:
       model, optimizer: the network and its Keras optimizer.
@@ -64,10 +78,17 @@ class CustomLoop:
         for _ in range(controller.start_step):  # counted in this worker's own batches
             next(batches)
         timed = []  # (seconds, meshes of this worker) of the steps that did not compile
+        iterations = []  # seconds of the timed iterations
+        open_iteration = None  # (step, start) of the previous iteration, if it is timed
         profiler = StepProfiler(os.path.join(controller.logger.run_dir, "train"),
                                 self.profile_steps)
         try:
             for step in controller.remaining_steps:
+                began = time.perf_counter()
+                if open_iteration is not None:
+                    iterations.append(began - open_iteration[1])
+                    controller.logger.log_iteration(open_iteration[0], iterations[-1])
+                    open_iteration = None
                 profiler.step_begin(step)
                 features, labels = next(batches)
                 traces = self.train_step.traces
@@ -89,25 +110,30 @@ class CustomLoop:
                 controller.step_done(step, loss, float(accuracy), seconds, int(num_vertices),
                                      compiled=compiled,
                                      stop=bool(stopping) if self.num_workers > 1 else None)
+                if not compiled and not periodic(controller.schedule, step):
+                    open_iteration = (step, began)
         finally:
             profiler.close()
             if is_replicated(self.strategy):  # one process: the run's summary says it all
-                self.log_throughput(timed)
+                self.log_throughput(timed, iterations)
                 log.info("the step traced %d times; its per-replica pass (XLA under jit "
                          "with replicas) traced %d times over %d replicas",
                          self.train_step.traces, self.train_step.replica_traces,
                          self.strategy.num_replicas_in_sync)
 
-    def log_throughput(self, timed) -> None:
-        """Logs this worker's meshes/s (its meshes per step / its median step time)."""
+    def log_throughput(self, timed, iterations) -> None:
+        """Logs this worker's meshes/s (its meshes per step / its median step time) and its
+        median iteration time (`iterations`, s; nan without timed iterations)."""
         if not timed:
             return
         index, count = worker_position(self.strategy)
         median_s = statistics.median(seconds for seconds, _ in timed)
         meshes = statistics.median(meshes for _, meshes in timed)
+        iteration_s = statistics.median(iterations) if iterations else float("nan")
         log.info("worker %d of %d: %.2f meshes/s (%g meshes per step on this worker, median "
-                 "step %.0f ms over %d steps)", index, count, meshes / median_s, meshes,
-                 1e3 * median_s, len(timed))
+                 "step %.0f ms over %d steps, median iteration %.0f ms over %d)", index, count,
+                 meshes / median_s, meshes, 1e3 * median_s, len(timed), 1e3 * iteration_s,
+                 len(iterations))
 
     def local_values(self, tensor) -> list:
         """The values of a per-replica `tensor` on this worker's replicas, concatenated."""

@@ -67,16 +67,18 @@ def read_scalars(event_dir: str) -> Dict[str, Tuple[np.ndarray, np.ndarray]]:
 
 
 def step_times(run_dir: str) -> Dict:
-    """Median/min/max step time (ms, None without timed steps), compile time (s) and the
-    number of compiling steps of the whole run, read from `<run_dir>/train`'s event files
-    (every process of a resumed run, each step once)."""
+    """Median/min/max step time and median iteration time (ms, None without timed steps or
+    iterations), compile time (s) and the number of compiling steps of the whole run, read
+    from `<run_dir>/train`'s event files (every process of a resumed run, each step once)."""
     scalars = read_scalars(os.path.join(run_dir, "train"))
     times = scalars.get("step_time_ms", (None, np.zeros(0)))[1]
+    iterations = scalars.get("iteration_time_ms", (None, np.zeros(0)))[1]
     compiles = scalars.get("compile_time_s", (None, np.zeros(0)))[1]
     return {
         "median_step_time_ms": float(np.median(times)) if times.size else None,
         "min_step_time_ms": float(times.min()) if times.size else None,
         "max_step_time_ms": float(times.max()) if times.size else None,
+        "median_iteration_time_ms": float(np.median(iterations)) if iterations.size else None,
         "compile_time_s": float(compiles.sum()),
         "num_compilations": int(compiles.size),
     }
@@ -89,6 +91,8 @@ class RunLogger:
     `step_time_ms` (wall time around the step, synchronised on its loss),
     `vertices_per_second` (real, unpadded vertices / step time). A step that traced or
     compiled the step function is logged as `compile_time_s` instead of step time.
+    `iteration_time_ms`: the loop's whole iteration of the step (input, step, logging and
+    summaries; `log_iteration`), for the steps a loop times that way.
     Eval scalars: `accuracy`, `mean_iou`, `majority_baseline_accuracy`.
 
     Args:
@@ -129,6 +133,12 @@ class RunLogger:
                 tf.summary.scalar("vertices_per_second", num_vertices / seconds)
         self.progress.update(1)
         self.progress.set_postfix(loss=f"{loss:.3f}", acc=f"{accuracy:.3f}")
+
+    def log_iteration(self, step: int, seconds: float) -> None:
+        """Records the wall time (s) of the loop's whole iteration of step `step`: from
+        taking its batch to taking the next one (`meshseg.train.custom_loop`)."""
+        with self.train_writer.as_default(step=step):
+            tf.summary.scalar("iteration_time_ms", 1e3 * seconds)
 
     def log_eval(self, step: int, results: Dict[str, float]) -> None:
         """Records evaluation `results` (accuracy, mean_iou, majority_baseline_accuracy)."""

@@ -34,6 +34,10 @@ class RunSummary:
       median_step_time_ms, min_step_time_ms, max_step_time_ms: over the steps of the whole
         run (every process of a resumed run, as its event files hold them) that did not
         compile, ms; None when every step compiled.
+      median_iteration_time_ms: the median of the loop's whole iterations (input, step,
+        logging and summaries: the `iteration_time_ms` scalars of loop=custom) over the
+        same processes' steps that did not compile, evaluate or checkpoint, ms; None
+        without such a step, for loop=keras, and in summaries written before it existed.
       compile_time_s: time of the compiling steps, s; num_compilations: their number.
       peak_rss_mib: the process' peak resident memory, MiB.
       test_train_overlap: test meshes that are also training meshes (by content), so the
@@ -54,6 +58,7 @@ class RunSummary:
     compile_time_s: float
     num_compilations: int
     peak_rss_mib: float
+    median_iteration_time_ms: Optional[float] = None
     test_train_overlap: int = 0
     eval_accuracy: Optional[float] = None
     eval_mean_iou: Optional[float] = None
