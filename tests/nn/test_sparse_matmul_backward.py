@@ -1,11 +1,15 @@
-"""`sparse_matmul`'s hand-written aggregation gradient: exact, and without [E, W*C] tensors.
+"""`sparse_matmul`'s hand-written gradients: exact, without [E, W*C] tensors, and (without
+xla) without [V, W*C] tensors in the backward, one weight matrix at a time.
 
 TensorFlow's own gradients of SparseTensorDenseMatMul and of gather + unsorted_segment_sum
 gather both sides of the per-edge dot product as [E, W*C] tensors. The tests trace the
-gradient on a small graph with fixed shapes, where E is known statically, and look for any
-tensor of E * W * C or more elements with an axis of length E: in the TensorFlow graph, and
-for the jit variant in the buffers XLA materialises (the top-level instructions of the
-optimised HLO's entry computation).
+gradient on a small graph with fixed shapes, where E and V are known statically, and look
+for any tensor of E * W * C or more elements with an axis of length E: in the TensorFlow
+graph, and for the jit variant in the buffers XLA materialises (the top-level instructions
+of the optimised HLO's entry computation). Without xla they also check that the backward
+reads and forms no tensor of V * W * C or more elements with an axis of length V (it
+recomputes [V, C] slices instead of keeping the forward's), and that its per-edge [E, C]
+temporaries of one weight matrix are ordered after those of the previous one.
 """
 
 import re
@@ -27,11 +31,18 @@ VARIABLES = random_variables(CASE.num_channels, CASE.num_weight_matrices,
                              CASE.num_output_channels, seed=1)
 NUM_EDGES = len(GRAPH.values)
 EDGE_FEATURE_SIZE = NUM_EDGES * CASE.num_weight_matrices * CASE.num_channels
+NUM_VERTICES = CASE.batch_shape[0] * CASE.num_vertices  # V of the flattened graph
+VERTEX_FEATURE_SIZE = NUM_VERTICES * CASE.num_weight_matrices * CASE.num_channels
 
 
 def is_edge_feature_shape(dims) -> bool:
     """Whether a static shape has an axis of length E and at least E * W * C elements."""
     return NUM_EDGES in dims and int(np.prod(dims)) >= EDGE_FEATURE_SIZE
+
+
+def is_vertex_feature_shape(dims) -> bool:
+    """Whether a static shape has an axis of length V and at least V * W * C elements."""
+    return NUM_VERTICES in dims and int(np.prod(dims)) >= VERTEX_FEATURE_SIZE
 
 
 def convolution_function(xla: bool, gradient: bool, aggregate=sparse_matmul):
@@ -105,6 +116,44 @@ def test_sparse_matmul_graph_holds_no_edge_feature_tensor_forward_or_backward():
     offending = [s for s in graph_shapes(convolution_function(xla=False, gradient=True))
                  if is_edge_feature_shape(s)]
     assert offending == []
+
+
+def test_sparse_matmul_backward_reads_and_forms_no_vertex_feature_tensor():
+    """Without xla the forward's [V, W*C] tensors (steered, aggregated) are not kept for
+    the backward, which works on [V, C] slices: the gradient graph has the forward's
+    vertex-feature tensors and consumers, and no more."""
+    def vertex_feature_uses(gradient):
+        graph = convolution_function(xla=False, gradient=gradient).get_concrete_function(
+            *inputs()).graph
+        tensors = [output for op in graph.get_operations() for output in op.outputs
+                   if output.shape.rank is not None
+                   and is_vertex_feature_shape(output.shape.as_list())]
+        consumers = [consumer for tensor in tensors for consumer in tensor.consumers()]
+        return len(tensors), len(consumers)
+
+    forward = vertex_feature_uses(gradient=False)
+    assert forward[0] > 0  # the search finds the forward's steered and aggregated
+    assert vertex_feature_uses(gradient=True) == forward
+
+
+def test_sparse_matmul_backward_orders_the_edge_temporaries_of_each_weight_matrix():
+    """Without xla each of the backward's [E, C] tensors (the gathered dL/dz_m rows and
+    steered_m columns and their product) depends on, or is depended on by, every other one
+    except its own weight matrix's partner gather: at most two exist at once, however the
+    executor schedules the graph."""
+    graph = convolution_function(xla=False, gradient=True).get_concrete_function(
+        *inputs()).graph
+    ancestors = {}
+    for op in graph.get_operations():  # in creation order: inputs come first
+        ancestors[op] = set().union(*([{i.op for i in op.inputs} | set(op.control_inputs)]
+                                      + [ancestors[i.op] for i in op.inputs]
+                                      + [ancestors[c] for c in op.control_inputs]))
+    edge_ops = [op for op in graph.get_operations() for output in op.outputs
+                if output.shape.as_list() == [NUM_EDGES, CASE.num_channels]]
+    assert len(edge_ops) == 3 * CASE.num_weight_matrices
+    unordered = [sum(other is not op and other not in ancestors[op] and op not in ancestors[other]
+                     for other in edge_ops) for op in edge_ops]
+    assert max(unordered) == 1
 
 
 @pytest.mark.parametrize("jit", [False, True], ids=["graph", "jit"])
