@@ -79,8 +79,8 @@ def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
         pairs[split] = split_file_pairs(root / data.meshes, root / data.labels,
                                         root / f"{split}.txt", pattern)
         if not pairs[split][0]:
-            raise ConfigError(f"{root / f'{split}.txt'} lists no mesh matching "
-                              f"data.{split}_entries={pattern!r}")
+            matching = f" matching data.{split}_entries={pattern!r}" if pattern != "*" else ""
+            raise ConfigError(f"{root / f'{split}.txt'} lists no mesh{matching}")
     return pairs
 
 

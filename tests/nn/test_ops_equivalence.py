@@ -14,7 +14,6 @@ import tensorflow as tf
 from tensorflow_graphics.geometry.convolution import graph_convolution
 
 from meshseg.nn.ops import IMPLEMENTATIONS
-from meshseg.nn.ops.block_sparse import block_sparse
 from helpers.graphs import (GraphCase, VARIABLE_NAMES, assert_close_to_max, implementation,
                     output_and_gradients, random_graph, random_variables)
 
@@ -149,20 +148,23 @@ def test_gather_sum_rejects_non_square_neighbors_like_the_library():
 
 
 @pytest.mark.parametrize("xla", [False, True], ids=["eager", "jit"])
-def test_block_sparse_gradient_matches_numerical_jacobian(xla):
-    """Checks the hand-written gradient of every input, including the adjacency values,
-    against central differences in float64 (delta 1e-6: truncation error ~1e-12, round-off
-    ~1e-10 relative)."""
+@pytest.mark.parametrize("impl", ["block_sparse", "sparse_matmul", "gather_matmul"])
+def test_hand_written_gradients_match_numerical_jacobian(impl, xla):
+    """Checks the hand-written gradients (`tf.custom_gradient`) of every input, including the
+    adjacency values, against central differences in float64 (delta 1e-6: truncation error
+    ~1e-12, round-off ~1e-10 relative), with steering weights large enough that the softmax
+    is far from uniform."""
     case = GraphCase("tiny", num_vertices=4, num_channels=2, num_output_channels=2,
                      num_weight_matrices=3, weighted=True)
     graph = random_graph(case, seed=3)
     variables = random_variables(2, 3, 2, seed=3, stddev=1.0)
     args = [graph.data, graph.values] + [variables[name] for name in VARIABLE_NAMES]
     args = [tf.constant(a, tf.float64) for a in args]
+    op = implementation(impl, graph.max_degree)
 
     def convolution(data, values, var_u, var_v, var_c, var_w, var_b):
-        return block_sparse(data, graph.neighbors(values=values), None,
-                            var_u, var_v, var_c, var_w, var_b, xla=xla)
+        return op(data, graph.neighbors(values=values), None, var_u, var_v, var_c, var_w, var_b,
+                  xla=xla)
 
     if xla:
         convolution = tf.function(convolution, jit_compile=True)

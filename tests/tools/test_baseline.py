@@ -9,7 +9,6 @@ import sys
 import numpy as np
 import pytest
 import trimesh
-from scipy.spatial.transform import Rotation
 
 from meshseg.data import descriptor_cache
 from meshseg.data.convert import convert_split, split_file_pairs
