@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from meshseg.batch import (Level, NeighborTable, as_batch, level_features, mesh_features,
                            table_features, with_reverse_slots)
-from meshseg.nn.layers import FeatureSteeredConvolution
+from meshseg.nn.layers import FeatureSteeredConvolution, PointwiseConv1D
 from meshseg.nn.ops import NEIGHBOR_TABLE_IMPLS
 
 
@@ -90,7 +90,8 @@ class MeshSegmentationNet(keras.Model):
     """Per-vertex classifier of the tensorflow-graphics mesh segmentation demo.
 
     Conv1D(16) -> [FeatureSteeredConvolution(D) + ReLU for D in conv_channels] ->
-    Conv1D(hidden_channels) + ReLU -> Conv1D(num_classes). 1x1 Conv1D layers act per vertex.
+    Conv1D(hidden_channels) + ReLU -> Conv1D(num_classes). The 1x1 Conv1D layers act per
+    vertex (`meshseg.nn.layers.PointwiseConv1D`: the same variables, computed as matmuls).
 
     Inputs: the feature dict of `meshseg.batch`: "inputs" float32 [B, V, input_width],
     "edges" int32 [B, E, 2] and "edge_weights" float32 [B, E], or, for the
@@ -132,16 +133,16 @@ class MeshSegmentationNet(keras.Model):
         self.translation_invariant = translation_invariant
         self.xla = xla
         self.precision = precision
-        self.lin_in = keras.layers.Conv1D(input_channels, 1, name="lin_in", dtype=precision)
+        self.lin_in = PointwiseConv1D(input_channels, name="lin_in", dtype=precision)
         self.graph_convs = [
             FeatureSteeredConvolution(num_weight_matrices, channels, impl=impl,
                                       translation_invariant=translation_invariant, xla=xla,
                                       name=f"feast_{channels}", dtype=precision)
             for channels in self.conv_channels]
-        self.lin_hidden = keras.layers.Conv1D(hidden_channels, 1, activation="relu",
-                                              name="lin_hidden", dtype=precision)
+        self.lin_hidden = PointwiseConv1D(hidden_channels, activation="relu",
+                                          name="lin_hidden", dtype=precision)
         # Logits in float32 also under a mixed-precision policy (numerically safe softmax).
-        self.lin_out = keras.layers.Conv1D(num_classes, 1, name="lin_out", dtype="float32")
+        self.lin_out = PointwiseConv1D(num_classes, name="lin_out", dtype="float32")
 
     def call(self, features: Dict[str, tf.Tensor]):
         inputs = features["inputs"]

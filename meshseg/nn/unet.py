@@ -7,7 +7,7 @@ import keras
 import tensorflow as tf
 
 from meshseg.batch import level_key
-from meshseg.nn.layers import FeatureSteeredConvolution
+from meshseg.nn.layers import FeatureSteeredConvolution, PointwiseConv1D
 from meshseg.nn.model import graph_neighbors, one_triangle
 from meshseg.nn.pooling import global_pool, mean_pool, unpool, vertex_mask
 
@@ -142,18 +142,18 @@ class FeaStUNet(keras.Model):
                                        name=f"{part}{level}_block{index}")
                     for index in range(convs_per_level)]
 
-        self.lin_in = keras.layers.Conv1D(input_channels, 1, name="lin_in", dtype=precision)
+        self.lin_in = PointwiseConv1D(input_channels, name="lin_in", dtype=precision)
         self.encoder = [blocks(level, "encoder") for level in range(self.num_levels + 1)]
         self.global_dense = keras.layers.Dense(self.conv_channels[-1], activation="relu",
                                                name="global", dtype=precision)
         self.fuse = [keras.layers.Dense(self.conv_channels[level], name=f"fuse{level}",
                                         dtype=precision) for level in range(self.num_levels)]
         self.decoder = [blocks(level, "decoder") for level in range(self.num_levels)]
-        self.lin_hidden = keras.layers.Conv1D(hidden_channels, 1, activation="relu",
-                                              name="lin_hidden", dtype=precision)
+        self.lin_hidden = PointwiseConv1D(hidden_channels, activation="relu",
+                                          name="lin_hidden", dtype=precision)
         self.drop = keras.layers.Dropout(dropout, name="dropout") if dropout > 0 else None
-        self.lin_out = keras.layers.Conv1D(
-            num_classes, 1, name="lin_out",
+        self.lin_out = PointwiseConv1D(
+            num_classes, name="lin_out",
             dtype="float64" if precision == "float64" else "float32")
 
     @property
