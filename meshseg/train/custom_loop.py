@@ -60,7 +60,8 @@ class CustomLoop:
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer,
                  dataset: tf.data.Dataset, strategy: tf.distribute.Strategy, jit: bool,
                  loss: MaskedCrossEntropy, profile_steps: Optional[Sequence[int]] = None):
-        self.train_step = TrainStep(model, optimizer, jit, strategy, loss)
+        self.train_step = TrainStep(model, optimizer, jit, strategy, loss,
+                                    signature=dataset.element_spec)
         self.strategy = strategy
         self.num_workers = worker_position(strategy)[1]
         self.dataset = dataset

@@ -1,6 +1,6 @@
 """Evaluation on a split: per-vertex accuracy, mean IoU and the majority-class baseline."""
 
-from typing import Callable, Dict
+from typing import Callable, Dict, Optional
 
 import keras
 import numpy as np
@@ -10,10 +10,19 @@ from meshseg.batch import without_mesh_ids
 from meshseg.train.metrics import ConfusionMatrix, majority_baseline, mean_iou
 
 
-def make_predict_step(model: keras.Model, jit: bool) -> Callable:
+def make_predict_step(model: keras.Model, jit: bool,
+                      signature: Optional[Dict[str, tf.TensorSpec]] = None) -> Callable:
     """A `tf.function` (XLA-compiled when `jit`) mapping a batch's features to logits
-    [B, V, K] (the string mesh ids are dropped first)."""
-    step = tf.function(lambda features: model(features, training=False), jit_compile=jit)
+    [B, V, K] (the string mesh ids are dropped first). Without `jit`, a `signature` (the
+    features' element spec of the padded batches) makes it trace once for every batch
+    shape; else it traces per shape (under XLA: once per bucket)."""
+    def predict(features):
+        return model(features, training=False)
+
+    if signature is not None and not jit:
+        step = tf.function(predict, input_signature=(without_mesh_ids(signature),))
+    else:
+        step = tf.function(predict, jit_compile=jit, reduce_retracing=not jit)
     return lambda features: step(without_mesh_ids(features))
 
 

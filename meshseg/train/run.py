@@ -207,7 +207,7 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
                             config.jit, config.data.features)
         optimizer = build_optimizer(model, config.optimizer, config.precision, config.steps)
     loop = build_loop(config, model, optimizer, train_data, strategy, data_info.train_histogram)
-    predict_step = make_predict_step(model, config.jit)
+    predict_step = make_predict_step(model, config.jit, test_data.element_spec[0])
     mesh_summaries = MeshSummaries(
         sample_meshes(data_info.files["test"], config.summaries.meshes,
                       MeshInputs.of(config.data)), model)

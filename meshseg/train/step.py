@@ -46,6 +46,12 @@ class TrainStep:
       loss: the per-batch loss `(labels, logits) -> float32 scalar` over real vertices
         (`meshseg.train.metrics.MaskedCrossEntropy`, with the run's label smoothing and
         class weights); default: the plain masked cross-entropy.
+      signature: the `(features, labels)` element spec of the batches (a padded
+        `tf.data.Dataset`'s `element_spec`). Without XLA and replication the step is
+        traced once for it, its unknown dimensions (batch, vertices, edges, per level)
+        left unknown, instead of once per padded shape (each trace of the multi-scale
+        network took 20-30 s). Under XLA the step is specialised per shape anyway (one
+        compilation per bucket). None: traced per shape, with `reduce_retracing`.
 
     Call: `(features, labels, stop=False) -> (loss, accuracy, finite, num_vertices,
     stopping)` for the global batch (features and labels as `meshseg.batch` defines them):
@@ -59,7 +65,8 @@ class TrainStep:
     """
 
     def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer, jit: bool,
-                 strategy: tf.distribute.Strategy, loss: Optional[Callable] = None):
+                 strategy: tf.distribute.Strategy, loss: Optional[Callable] = None,
+                 signature: Optional[tuple] = None):
         self.model = model
         self.loss = loss or masked_cross_entropy
         self.optimizer = optimizer
@@ -70,8 +77,13 @@ class TrainStep:
         replicated = is_replicated(strategy)
         self._replica_pass = (tf.function(self._forward_backward_checked, jit_compile=True)
                               if jit and replicated else self._forward_backward_checked)
-        self._step = tf.function(self._train_step, jit_compile=jit and not replicated,
-                                 reduce_retracing=not jit)
+        if signature is not None and not jit and not replicated:
+            features, labels = signature
+            self._step = tf.function(self._train_step, input_signature=(
+                without_mesh_ids(features), labels, tf.TensorSpec([], tf.float32)))
+        else:
+            self._step = tf.function(self._train_step, jit_compile=jit and not replicated,
+                                     reduce_retracing=not jit)
 
     def forward_backward(self, features, labels, num_vertices):
         """The forward and backward pass of one replica, without the update.
