@@ -168,6 +168,7 @@ class ModelConfig:
     translation_invariant: bool = MISSING  # v = -u
     convs_per_level: int = 2  # feastnet_unet: FeaSt convolutions per level and direction
     dropout: float = 0.0  # feastnet_unet: dropout rate before the classifier
+    output_level: int = 0  # feastnet_unet: the level the classifier runs on, carried back to 0
 
 
 @dataclass
@@ -364,6 +365,10 @@ def check(config: TrainConfig) -> None:
         raise ConfigError(f"model=feastnet_unet with {len(config.model.conv_channels)} "
                           f"conv_channels needs data.levels >= {len(config.model.conv_channels) - 1}"
                           f", got {config.data.levels}")
+    coarsest = len(config.model.conv_channels) - 1 if config.model.name == "feastnet_unet" else 0
+    if not 0 <= config.model.output_level <= coarsest:
+        raise ConfigError(f"model.output_level must be a level of model={config.model.name}, "
+                          f"0 to {coarsest}, got {config.model.output_level}")
     for key in ("model.dropout", "loss.label_smoothing", "optimizer.weight_decay"):
         if not 0 <= _value(config, key) < 1:
             raise ConfigError(f"{key} must be in [0, 1), got {_value(config, key)}")

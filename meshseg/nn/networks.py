@@ -10,12 +10,13 @@ from meshseg.nn.unet import FeaStUNet
 
 NETWORKS = {"demo": MeshSegmentationNet, "feastnet_unet": FeaStUNet}
 # The `meshseg.config.ModelConfig` fields each network takes (the demo has no
-# convs_per_level or dropout).
+# convs_per_level, dropout or output_level).
 NETWORK_SETTINGS = {
     "demo": ("num_weight_matrices", "input_channels", "conv_channels", "hidden_channels",
              "translation_invariant"),
     "feastnet_unet": ("num_weight_matrices", "input_channels", "conv_channels",
-                      "hidden_channels", "translation_invariant", "convs_per_level", "dropout"),
+                      "hidden_channels", "translation_invariant", "convs_per_level", "dropout",
+                      "output_level"),
 }
 
 

@@ -13,6 +13,8 @@ contribute to no coarse vertex, so they never change a real vertex's output; XLA
 both (no op depends on a negative segment id being dropped).
 """
 
+from typing import Sequence
+
 import tensorflow as tf
 
 
@@ -71,6 +73,26 @@ def unpool(data: tf.Tensor, parents: tf.Tensor) -> tf.Tensor:
     num_coarse_padded = tf.shape(data)[0] // batch_size
     offsets = tf.range(batch_size)[:, tf.newaxis] * num_coarse_padded
     return tf.gather(data, tf.reshape(tf.maximum(parents, 0) + offsets, [-1]))
+
+
+def carry_back(data: tf.Tensor, parents: Sequence[tf.Tensor]) -> tf.Tensor:
+    """Features of a coarse level carried back to the mesh: every vertex of level 0 gets the
+    features of its ancestor on level P (`unpool` from P down to 1), e.g. the logits of a
+    classifier that runs on level P, so that it is scored on the original vertices.
+
+    Args:
+      data: float [B, V_P, C] features of level P.
+      parents: the "level<l>/parents" of l = 1..P, int32 [B, V_{l-1}] each, padded with -1
+        (empty for P = 0: `data` is returned as it is).
+
+    Returns:
+      float [B, V_0, C]; padded vertices get some real vertex's features (`unpool`).
+    """
+    channels = data.shape[-1]
+    for level_parents in reversed(parents):
+        data = tf.reshape(unpool(tf.reshape(data, [-1, channels]), level_parents),
+                          [tf.shape(level_parents)[0], tf.shape(level_parents)[1], channels])
+    return data
 
 
 def vertex_mask(num_vertices: tf.Tensor, num_vertices_padded) -> tf.Tensor:

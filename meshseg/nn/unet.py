@@ -9,7 +9,7 @@ import tensorflow as tf
 from meshseg.batch import level_key
 from meshseg.nn.layers import FeatureSteeredConvolution, PointwiseConv1D
 from meshseg.nn.model import graph_neighbors, one_triangle
-from meshseg.nn.pooling import global_pool, mean_pool, unpool, vertex_mask
+from meshseg.nn.pooling import carry_back, global_pool, mean_pool, unpool, vertex_mask
 
 
 @keras.saving.register_keras_serializable(package="meshseg")
@@ -80,20 +80,26 @@ class FeaStUNet(keras.Model):
         encoder, l = 0..L:  [pool from l-1 (l > 0)] -> convs_per_level x block(conv_channels[l])
         global:             [masked mean | max over level L] -> Dense(conv_channels[L]) + ReLU,
                             broadcast to every level-L vertex and concatenated
-        decoder, l = L-1..0: unpool -> concat encoder level l -> 1x1 (conv_channels[l])
+        decoder, l = L-1..P: unpool -> concat encoder level l -> 1x1 (conv_channels[l])
                             -> convs_per_level x block(conv_channels[l])
         Conv1D(hidden_channels) + ReLU -> Dropout(dropout) -> Conv1D(num_classes)
+        carry-back:         the logits of level P copied to every mesh vertex (`carry_back`)
 
     block = `ResidualFeaStBlock`; pool = mean over a coarse vertex's children, unpool =
     copy of the parent's features (`meshseg.nn.pooling`). With one conv_channels entry
-    (L = 0) it is a single-level network with the global feature.
+    (L = 0) it is a single-level network with the global feature. P = `output_level`: the
+    classifier runs on level P (0: the mesh itself), and every vertex of the mesh gets the
+    logits of its level-P ancestor, so the loss and every score are taken on the original
+    vertices; P > 0 skips the decoder's finest levels (coarse regions such as RNA
+    segments need less resolution than the mesh has).
 
     Inputs: the feature dict of `meshseg.batch`: "inputs" float32 [B, V, input_width],
     the adjacency of every level 0..L ("edges"/"edge_weights", or the neighbour table and
     its overflow rows, under `level_key`), "level<l>/num_vertices" int32 [B] and
     "level<l>/parents" int32 [B, V_{l-1}] for l = 1..L. Other keys (more levels) are ignored.
-    Output: logits float32 [B, V, num_classes]. Padded vertices get logits too (masked by
-    the losses); they never change the logits of real vertices.
+    Output: logits float32 [B, V, num_classes] on the mesh (level 0), whatever P. Padded
+    vertices get logits too (masked by the losses); they never change the logits of real
+    vertices.
 
     Args:
       num_classes: number of per-vertex classes K.
@@ -109,20 +115,26 @@ class FeaStUNet(keras.Model):
       precision: the Keras dtype policy of every layer but the classifier, whose logits are
         float32 (float64 under "float64", which the tests use as a reference).
       input_width: F, the width of features["inputs"] (`meshseg.config.FEATURE_WIDTHS`).
+      output_level: P in [0, L], the level the classifier runs on.
 
     Raises:
-      ValueError: for empty conv_channels, convs_per_level < 1 or dropout outside [0, 1).
+      ValueError: for empty conv_channels, convs_per_level < 1, dropout outside [0, 1) or
+        output_level outside [0, L].
     """
 
     def __init__(self, num_classes: int, impl: str, num_weight_matrices: int = 8,
                  input_channels: int = 32, conv_channels: Sequence[int] = (32, 64, 128, 256),
                  hidden_channels: int = 128, translation_invariant: bool = True,
                  convs_per_level: int = 2, dropout: float = 0.0, xla: bool = False,
-                 precision: str = "float32", input_width: int = 3, **kwargs):
+                 precision: str = "float32", input_width: int = 3, output_level: int = 0,
+                 **kwargs):
         super().__init__(**kwargs)
         if not conv_channels or convs_per_level < 1 or not 0 <= dropout < 1:
             raise ValueError("FeaStUNet needs conv_channels, convs_per_level >= 1 and dropout "
                              f"in [0, 1), got {list(conv_channels)}, {convs_per_level}, {dropout}")
+        if not 0 <= output_level < len(conv_channels):
+            raise ValueError(f"FeaStUNet's output_level must be in [0, {len(conv_channels) - 1}]"
+                             f" (its levels), got {output_level}")
         self.num_classes = num_classes
         self.impl = impl
         self.num_weight_matrices = num_weight_matrices
@@ -135,6 +147,7 @@ class FeaStUNet(keras.Model):
         self.xla = xla
         self.precision = precision
         self.input_width = input_width
+        self.output_level = output_level
 
         def blocks(level: int, part: str) -> List[ResidualFeaStBlock]:
             return [ResidualFeaStBlock(num_weight_matrices, self.conv_channels[level], impl,
@@ -146,9 +159,10 @@ class FeaStUNet(keras.Model):
         self.encoder = [blocks(level, "encoder") for level in range(self.num_levels + 1)]
         self.global_dense = keras.layers.Dense(self.conv_channels[-1], activation="relu",
                                                name="global", dtype=precision)
+        decoded = range(output_level, self.num_levels)  # the decoder's levels, finest first
         self.fuse = [keras.layers.Dense(self.conv_channels[level], name=f"fuse{level}",
-                                        dtype=precision) for level in range(self.num_levels)]
-        self.decoder = [blocks(level, "decoder") for level in range(self.num_levels)]
+                                        dtype=precision) for level in decoded]
+        self.decoder = [blocks(level, "decoder") for level in decoded]
         self.lin_hidden = PointwiseConv1D(hidden_channels, activation="relu",
                                           name="lin_hidden", dtype=precision)
         self.drop = keras.layers.Dropout(dropout, name="dropout") if dropout > 0 else None
@@ -188,17 +202,18 @@ class FeaStUNet(keras.Model):
         mesh = tf.broadcast_to(mesh[:, tf.newaxis], tf.shape(x))
         x = tf.reshape(tf.concat([x, mesh], axis=-1), [-1, 2 * self.conv_channels[-1]])
 
-        for level in reversed(range(self.num_levels)):
+        for index in reversed(range(len(self.decoder))):
+            level = self.output_level + index
             x = tf.concat([unpool(x, parents[level + 1]), skips[level]], axis=-1)
-            x = self.fuse[level](x)
-            for block in self.decoder[level]:
+            x = self.fuse[index](x)
+            for block in self.decoder[index]:
                 x = block(x, neighbors[level])
 
-        x = tf.reshape(x, [batch_size, sizes[0], x.shape[-1]])
+        x = tf.reshape(x, [batch_size, sizes[self.output_level], x.shape[-1]])
         x = self.lin_hidden(x)
         if self.drop is not None:
             x = self.drop(x, training=training)
-        return self.lin_out(x)
+        return carry_back(self.lin_out(x), parents[1:self.output_level + 1])
 
     def get_compile_config(self):
         """None, as `MeshSegmentationNet.get_compile_config`."""
@@ -219,4 +234,5 @@ class FeaStUNet(keras.Model):
                     hidden_channels=self.hidden_channels,
                     translation_invariant=self.translation_invariant,
                     convs_per_level=self.convs_per_level, dropout=self.dropout, xla=self.xla,
-                    precision=self.precision, input_width=self.input_width)
+                    precision=self.precision, input_width=self.input_width,
+                    output_level=self.output_level)

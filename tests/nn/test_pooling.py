@@ -1,13 +1,16 @@
 """`meshseg.nn.pooling` on a padded batch of two grid hierarchies: mean pooling over the
-children, unpooling to the parents, the global pool; padded vertices take no part."""
+children, unpooling to the parents, the global pool, carrying a coarse level back to the
+mesh (and how its labels score there); padded vertices take no part."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from helpers.hierarchy import grid_mesh_features, padded_batch
-from meshseg.batch import level_key
-from meshseg.nn.pooling import global_pool, mean_pool, unpool, vertex_mask
+from meshseg.batch import LABEL_PADDING, level_key
+from meshseg.nn.pooling import carry_back, global_pool, mean_pool, unpool, vertex_mask
+from meshseg.train.evaluate import scores
+from meshseg.train.metrics import ConfusionMatrix
 
 
 def two_grids(extra: int = 0):
@@ -86,3 +89,51 @@ def test_global_pool_is_mean_and_max_over_real_vertices_only(jit):
 def test_global_pool_of_a_mesh_without_vertices_is_zero():
     pooled = global_pool(tf.ones([1, 2, 3]), vertex_mask(tf.constant([0]), 2))
     np.testing.assert_array_equal(pooled, np.zeros((1, 6)))
+
+
+@pytest.mark.parametrize("jit", [False, True], ids=["eager", "jit"])
+def test_carry_back_gives_every_mesh_vertex_its_level_2_ancestors_features(jit):
+    batch = two_grids(extra=3)
+    parents = [batch[level_key(level, "parents")] for level in (1, 2)]
+    coarse = batch[level_key(2, "neighbors")].shape[1]
+    data = np.random.default_rng(2).normal(size=(2, coarse, 5)).astype(np.float32)
+    carried = run(lambda d: carry_back(d, parents), jit, data)
+    assert carried.shape == (2, parents[0].shape[1], 5)
+    for mesh, count in enumerate(batch["num_vertices"].numpy()):
+        ancestors = parents[1][mesh].numpy()[parents[0][mesh].numpy()[:count]]
+        np.testing.assert_array_equal(carried[mesh, :count], data[mesh, ancestors])
+    np.testing.assert_array_equal(carry_back(tf.constant(data), []), data)
+
+
+def carried_back_accuracy(coarse_classes, parents, labels, num_classes=3):
+    """Per-vertex accuracy, on the mesh, of one class per coarse vertex carried back."""
+    logits = carry_back(tf.one_hot(coarse_classes, num_classes), parents)
+    confusion = ConfusionMatrix(num_classes)
+    confusion.update_state(labels, logits)
+    return scores(confusion.confusion(), np.ones(num_classes))["accuracy"]
+
+
+def test_labels_carried_back_are_scored_on_the_original_vertices():
+    batch = two_grids()
+    parents = batch[level_key(1, "parents")]
+    rng = np.random.default_rng(4)
+    coarse_classes = rng.integers(0, 3, size=(2, batch[level_key(1, "neighbors")].shape[1]))
+    labels = rng.integers(0, 3, size=parents.shape).astype(np.int32)
+    counts = batch["num_vertices"].numpy()
+    labels[1, counts[1]:] = LABEL_PADDING
+    # Direct count: every real mesh vertex is right when its parent's class is its label.
+    right = sum(int(np.sum(coarse_classes[mesh][parents[mesh].numpy()[:count]]
+                           == labels[mesh, :count])) for mesh, count in enumerate(counts))
+    assert carried_back_accuracy(coarse_classes, [parents], labels) == pytest.approx(
+        right / counts.sum(), abs=1e-12)
+
+
+def test_labels_carried_back_from_a_level_that_is_the_mesh_itself_score_as_the_mesh_does():
+    rng = np.random.default_rng(5)
+    classes = rng.integers(0, 3, size=(2, 30))
+    labels = rng.integers(0, 3, size=(2, 30)).astype(np.int32)
+    itself = tf.constant(np.tile(np.arange(30, dtype=np.int32), (2, 1)))  # parent of i: i
+    direct = np.mean(classes == labels)
+    assert carried_back_accuracy(classes, [itself], labels) == pytest.approx(direct, abs=1e-12)
+    assert carried_back_accuracy(classes, [itself, itself], labels) == pytest.approx(direct,
+                                                                                    abs=1e-12)

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from helpers.graphs import assert_close_to_max
 from helpers.hierarchy import grid_mesh_features, padded_batch
+from meshseg.batch import level_key
 from meshseg.nn.ops import IMPLEMENTATIONS
 from meshseg.nn.unet import FeaStUNet
 
@@ -141,9 +142,31 @@ def test_reads_only_the_levels_it_uses():
     assert_close_to_max(net(batch()), net(two_grids(levels=1)), 1e-6)
 
 
+@pytest.mark.parametrize("output_level", [1, 2])
+def test_output_level_classifies_a_coarse_level_and_gives_every_mesh_vertex_its_logits(
+        output_level):
+    net = built_net(output_level=output_level)
+    logits = net(batch()).numpy()
+    assert logits.shape == (2, 63, 4)
+    assert_close_to_max(tf.function(net, jit_compile=True)(batch()), logits, 1e-5)
+    ancestors = batch()[level_key(1, "parents")].numpy()
+    if output_level == 2:
+        coarse = batch()[level_key(2, "parents")].numpy()
+        ancestors = np.stack([coarse[mesh][ancestors[mesh]] for mesh in range(2)])
+    for mesh, count in enumerate(batch()["num_vertices"].numpy()):
+        for ancestor in np.unique(ancestors[mesh, :count]):
+            group = logits[mesh, :count][ancestors[mesh, :count] == ancestor]
+            np.testing.assert_array_equal(group, np.broadcast_to(group[0], group.shape))
+        assert len(np.unique(logits[mesh, :count], axis=0)) == len(np.unique(ancestors[mesh, :count]))
+    decoded = {int(w.path.split("/")[1][len("decoder"):].split("_")[0])
+               for w in net.weights if w.path.split("/")[1].startswith("decoder")}
+    assert decoded == set(range(output_level, LEVELS))  # no decoder below the output level
+
+
 @pytest.mark.parametrize("settings", [dict(conv_channels=()), dict(convs_per_level=0),
-                                      dict(dropout=1.0)])
-def test_refuses_empty_levels_no_blocks_and_dropout_one(settings):
+                                      dict(dropout=1.0), dict(output_level=3),
+                                      dict(output_level=-1)])
+def test_refuses_empty_levels_no_blocks_dropout_one_and_a_missing_output_level(settings):
     with pytest.raises(ValueError, match="FeaStUNet"):
         FeaStUNet(impl="gather_matmul", **{**SMALL_NET, **settings})
 

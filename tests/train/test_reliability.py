@@ -127,6 +127,9 @@ def test_a_directory_with_foreign_outputs_is_refused_untouched(tiny_dataset, tmp
     ("data.train_files=/no/such/*.tfrecords", "data.train_files='/no/such/\\*.tfrecords' matches no file"),
     ("data.num_classes=3", "data has label 5 but num_classes=3"),
     ("resume=/no/such/run", "resume=/no/such/run: no such run directory"),
+    ("model.output_level=1", "model.output_level must be a level of model=demo, 0 to 0, got 1"),
+    ("model=feastnet_unet data.levels=2 model.output_level=3",
+     "model.output_level must be a level of model=feastnet_unet, 0 to 2, got 3"),
 ])
 def test_config_errors_fail_before_any_output(override, message, tiny_dataset, tmp_path):
     with pytest.raises(ConfigError, match=message):
