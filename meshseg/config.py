@@ -169,6 +169,7 @@ class ModelConfig:
     convs_per_level: int = 2  # feastnet_unet: FeaSt convolutions per level and direction
     dropout: float = 0.0  # feastnet_unet: dropout rate before the classifier
     output_level: int = 0  # feastnet_unet: the level the classifier runs on, carried back to 0
+    input_skip: bool = False  # feastnet_unet: the inputs also feed the classifier head
 
 
 @dataclass

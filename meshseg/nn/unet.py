@@ -82,7 +82,8 @@ class FeaStUNet(keras.Model):
                             broadcast to every level-L vertex and concatenated
         decoder, l = L-1..P: unpool -> concat encoder level l -> 1x1 (conv_channels[l])
                             -> convs_per_level x block(conv_channels[l])
-        Conv1D(hidden_channels) + ReLU -> Dropout(dropout) -> Conv1D(num_classes)
+        [concat the inputs (input_skip)] -> Conv1D(hidden_channels) + ReLU
+                            -> Dropout(dropout) -> Conv1D(num_classes)
         carry-back:         the logits of level P copied to every mesh vertex (`carry_back`)
 
     block = `ResidualFeaStBlock`; pool = mean over a coarse vertex's children, unpool =
@@ -116,6 +117,10 @@ class FeaStUNet(keras.Model):
         float32 (float64 under "float64", which the tests use as a reference).
       input_width: F, the width of features["inputs"] (`meshseg.config.FEATURE_WIDTHS`).
       output_level: P in [0, L], the level the classifier runs on.
+      input_skip: also feed features["inputs"] (mean-pooled to level P) to the classifier
+        head, a skip connection from the input to the head as in per-point segmentation
+        heads (PointNet, Qi et al., CVPR 2017): the head then sees the per-vertex
+        descriptors that a per-vertex classifier gets, besides the decoder's context.
 
     Raises:
       ValueError: for empty conv_channels, convs_per_level < 1, dropout outside [0, 1) or
@@ -127,7 +132,7 @@ class FeaStUNet(keras.Model):
                  hidden_channels: int = 128, translation_invariant: bool = True,
                  convs_per_level: int = 2, dropout: float = 0.0, xla: bool = False,
                  precision: str = "float32", input_width: int = 3, output_level: int = 0,
-                 **kwargs):
+                 input_skip: bool = False, **kwargs):
         super().__init__(**kwargs)
         if not conv_channels or convs_per_level < 1 or not 0 <= dropout < 1:
             raise ValueError("FeaStUNet needs conv_channels, convs_per_level >= 1 and dropout "
@@ -148,6 +153,7 @@ class FeaStUNet(keras.Model):
         self.precision = precision
         self.input_width = input_width
         self.output_level = output_level
+        self.input_skip = input_skip
 
         def blocks(level: int, part: str) -> List[ResidualFeaStBlock]:
             return [ResidualFeaStBlock(num_weight_matrices, self.conv_channels[level], impl,
@@ -210,10 +216,19 @@ class FeaStUNet(keras.Model):
                 x = block(x, neighbors[level])
 
         x = tf.reshape(x, [batch_size, sizes[self.output_level], x.shape[-1]])
+        if self.input_skip:
+            x = tf.concat([x, tf.cast(self._inputs_at(inputs, parents, sizes), x.dtype)], axis=-1)
         x = self.lin_hidden(x)
         if self.drop is not None:
             x = self.drop(x, training=training)
         return carry_back(self.lin_out(x), parents[1:self.output_level + 1])
+
+    def _inputs_at(self, inputs, parents, sizes):
+        """features["inputs"] [B, V, F] mean-pooled to the output level, [B, V_P, F]."""
+        data = tf.reshape(inputs, [-1, self.input_width])
+        for level in range(1, self.output_level + 1):
+            data = mean_pool(data, parents[level], sizes[level])
+        return tf.reshape(data, [tf.shape(inputs)[0], sizes[self.output_level], self.input_width])
 
     def get_compile_config(self):
         """None, as `MeshSegmentationNet.get_compile_config`."""
@@ -235,4 +250,4 @@ class FeaStUNet(keras.Model):
                     translation_invariant=self.translation_invariant,
                     convs_per_level=self.convs_per_level, dropout=self.dropout, xla=self.xla,
                     precision=self.precision, input_width=self.input_width,
-                    output_level=self.output_level)
+                    output_level=self.output_level, input_skip=self.input_skip)

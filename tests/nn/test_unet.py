@@ -189,3 +189,15 @@ def test_a_few_adam_steps_lower_the_loss_on_one_mesh():
     losses = [float(step()) for _ in range(20)]
     final = float(loss_fn(labels, net(features, training=False)))
     assert final < 0.5 * losses[0], (losses[0], final)
+
+
+@pytest.mark.parametrize("output_level", [0, 1])
+def test_input_skip_feeds_the_inputs_pooled_to_the_output_level_to_the_head(output_level):
+    net = built_net(input_skip=True, output_level=output_level)
+    head = next(w for w in net.weights if "lin_hidden" in w.path and "kernel" in w.path)
+    assert head.shape == (1, SMALL_NET["conv_channels"][output_level] + WIDTH,
+                          SMALL_NET["hidden_channels"])
+    assert_close_to_max(tf.function(net, jit_compile=True)(batch()), net(batch()), 1e-5)
+    reference = built_net(input_skip=True, output_level=output_level, precision="float64",
+                          weights=net.get_weights())
+    assert_close_to_max(net(batch()).numpy(), reference(batch()).numpy(), OUTPUT_RTOL)
