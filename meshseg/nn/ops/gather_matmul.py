@@ -118,9 +118,7 @@ def _aggregate_main_rows(x, s, t, table: NeighborTable, xla: bool):
     @tf.custom_gradient
     def aggregate(x, s, t, weights):
         softmax_dtype = _softmax_dtype(x)
-        logits = tf.cast(s[:, tf.newaxis, :] + tf.gather(t, neighbors), softmax_dtype)
-        q = tf.nn.softmax(logits)  # [V, K, W], normalised in >= float32
-        coef = tf.cast(weights, softmax_dtype)[..., tf.newaxis] * q
+        q, coef = _coefficients(x, s, t, neighbors, weights)
         x_neighbors = tf.gather(x, neighbors)  # [V, K, C]
         z = tf.matmul(tf.cast(coef, x.dtype), x_neighbors, transpose_a=True)  # [V, W, C]
 
@@ -147,11 +145,19 @@ def _softmax_dtype(x):
     return tf.float32 if x.dtype in (tf.float16, tf.bfloat16) else x.dtype
 
 
+def _coefficients(x, s_rows, t, neighbors, weights):
+    """(q, coef) [R, K, W] of each table row r in the softmax dtype: q_m(x_i, x_k), the
+    max-shifted softmax over m of u_m.x_i + c_m + v_m.x_k, and coef = a_ik q. `s_rows`
+    [R, W] holds u.x_i + c of the row's vertex i, `t` [V, W] v.x_k, `neighbors` and
+    `weights` [R, K] the row's neighbours and their a_ik."""
+    softmax_dtype = _softmax_dtype(x)
+    logits = tf.cast(s_rows[:, tf.newaxis, :] + tf.gather(t, neighbors), softmax_dtype)
+    q = tf.nn.softmax(logits)
+    return q, tf.cast(weights, softmax_dtype)[..., tf.newaxis] * q
+
+
 def _aggregate(x, s_rows, t, neighbors, weights):
-    """z_r = sum_k a_rk q(x_i, x_k) x_k^T of each table row r, [R, W, C]: `s_rows` [R, W]
-    holds u.x_i + c of the row's vertex i, `t` [V, W] v.x_k, `neighbors` and `weights`
-    [R, K] the row's neighbours and their a_ik."""
-    logits = tf.cast(s_rows[:, tf.newaxis, :] + tf.gather(t, neighbors), _softmax_dtype(x))
-    q = tf.cast(tf.nn.softmax(logits), x.dtype)  # [R, K, W], normalised in >= float32
-    coef = tf.cast(weights, x.dtype)[..., tf.newaxis] * q  # [R, K, W]
-    return tf.matmul(coef, tf.gather(x, neighbors), transpose_a=True)  # [R, W, C]
+    """z_r = sum_k a_rk q(x_i, x_k) x_k^T of each table row r, [R, W, C] (arguments as
+    `_coefficients`)."""
+    _, coef = _coefficients(x, s_rows, t, neighbors, weights)
+    return tf.matmul(tf.cast(coef, x.dtype), tf.gather(x, neighbors), transpose_a=True)
