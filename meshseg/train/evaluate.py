@@ -14,7 +14,7 @@ def make_predict_step(model: keras.Model, jit: bool,
                       signature: Optional[Dict[str, tf.TensorSpec]] = None) -> Callable:
     """A `tf.function` (XLA-compiled when `jit`) mapping a batch's features to logits
     [B, V, K] (the string mesh ids are dropped first). Without `jit`, a `signature` (the
-    features' element spec of the padded batches) makes it trace once for every batch
+    features' element spec of the padded batches) makes one trace serve every padded
     shape; else it traces per shape (under XLA: once per bucket)."""
     def predict(features):
         return model(features, training=False)
