@@ -5,6 +5,7 @@ data set's splits.
     python -m meshseg.tools.baseline data=human_parts --features xyz,hks
     python -m meshseg.tools.baseline experiment=human_parts --features hks --out hks.json
     python -m meshseg.tools.baseline data=rna_250 --classifier mlp --max-train-vertices 500000
+    python -m meshseg.tools.baseline data=rna_250 --features xyz --classifier nearest_mesh
 
 The overrides are composed into the `train` config exactly as `train.py` composes them, so
 the baseline reads the same mesh folder, label files (`data.labels`, `data.label_offset`,
@@ -29,6 +30,12 @@ the most frequent training class, counted over all training vertices). It prints
 a markdown results row; `--out` writes them as JSON, `--predictions` writes each test
 mesh's predicted labels as `<stem>.txt` (minus `data.label_offset`: the label files'
 convention).
+
+`--classifier nearest_mesh` learns nothing: each test mesh takes the labels of the
+training mesh closest to it in feature space (`NearestMeshTransfer`), vertex by vertex.
+With `--features xyz` it is label transfer from a training mesh in the same coordinate
+frame, and it shows how much a split's test meshes are near-copies of training meshes
+(on `rna_250` most are: docs/results.md).
 
 A mistake ends with one line and its exit status (`meshseg.cli`): 2 for an override, option
 or path, 4 for a mesh or label file that is missing or invalid (named).
@@ -55,7 +62,7 @@ from meshseg.data.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 
 FEATURES = DESCRIPTORS
-CLASSIFIERS = ("hist_gradient_boosting", "mlp")
+CLASSIFIERS = ("hist_gradient_boosting", "mlp", "nearest_mesh")
 SPLITS = ("train", "test")
 
 
@@ -136,6 +143,39 @@ def build_classifier(name: str, max_iter: int, seed: int):
         early_stopping=True, random_state=seed))
 
 
+class NearestMeshTransfer:
+    """Label transfer from the nearest training mesh: no learning, a test of how much a
+    split's test meshes repeat its training meshes.
+
+    `fit` keeps a k-d tree (`scipy.spatial.cKDTree`) of each training mesh's per-vertex
+    features; `predict` scores every training mesh by the median distance from up to
+    `probe` seeded test vertices to their nearest vertex of that mesh, and gives each test
+    vertex the class of its nearest vertex in the best mesh. With xyz features (centred
+    at the area-weighted centroid, unit area) that is the nearest-vertex label transfer
+    from the training mesh that lies closest in the same coordinate frame.
+    """
+
+    def __init__(self, probe: int = 1000, seed: int = 0):
+        self.probe = probe
+        self.seed = seed
+        self.meshes = []
+
+    def fit(self, inputs: list[np.ndarray], classes: list[np.ndarray]) -> None:
+        """inputs: float [V_i, C] per training mesh; classes: int [V_i] per training mesh."""
+        from scipy.spatial import cKDTree
+        self.meshes = [(cKDTree(mesh_inputs), mesh_classes)
+                       for mesh_inputs, mesh_classes in zip(inputs, classes)]
+
+    def predict(self, mesh_inputs: np.ndarray) -> np.ndarray:
+        """int [V] classes of one test mesh's vertices, from float [V, C] features."""
+        rng = np.random.default_rng(self.seed)
+        probe = mesh_inputs[rng.choice(len(mesh_inputs), min(self.probe, len(mesh_inputs)),
+                                       replace=False)]
+        tree, mesh_classes = min(self.meshes,
+                                 key=lambda mesh: float(np.median(mesh[0].query(probe)[0])))
+        return mesh_classes[tree.query(mesh_inputs)[1]]
+
+
 def run_baseline(overrides: list[str], features: list[str], classifier: str,
                  max_train_vertices: int | None, max_iter: int, seed: int,
                  cache_dir: Path | None, predictions_dir: Path | None = None) -> dict:
@@ -149,8 +189,11 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
       on descriptors, fitting and in all (`wall_s`).
 
     Raises:
-      ConfigError, DataError: see `split_pairs`, `split_arrays`.
+      ConfigError, DataError: see `split_pairs`, `split_arrays`; ConfigError for
+        `max_train_vertices` with `nearest_mesh` (it keeps whole meshes).
     """
+    if classifier == "nearest_mesh" and max_train_vertices is not None:
+        raise ConfigError("--max-train-vertices: nearest_mesh keeps every training mesh whole")
     started = time.perf_counter()
     data = composed_config(overrides).data
     cache_dir = cache_dir or (Path(data.descriptor_cache) if data.descriptor_cache else None)
@@ -163,9 +206,13 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
         chosen = np.random.default_rng(seed).choice(len(classes), max_train_vertices,
                                                     replace=False)
         inputs, classes = inputs[chosen], classes[chosen]
-    model = build_classifier(classifier, max_iter, seed)
     fit_started = time.perf_counter()
-    model.fit(inputs, classes)
+    if classifier == "nearest_mesh":
+        model = NearestMeshTransfer(seed=seed)
+        model.fit(train_inputs, train_classes)
+    else:
+        model = build_classifier(classifier, max_iter, seed)
+        model.fit(inputs, classes)
     fit_s = time.perf_counter() - fit_started
     num_classes = data.num_classes
     confusion = np.zeros([num_classes, num_classes], np.int64)

@@ -14,6 +14,7 @@ from meshseg.data import descriptor_cache
 from meshseg.data.convert import convert_split, split_file_pairs
 from meshseg.data.meshfiles import file_sha256
 from meshseg.data.reader import decode_mesh_record, open_shard
+from meshseg.errors import ConfigError
 from meshseg.tools import baseline
 from tests.helpers.runs import PROJECT
 
@@ -106,6 +107,40 @@ def test_mlp_on_a_training_subset(mesh_folder, tmp_path):
                                    tmp_path / "cache")
     assert result["train_vertices"] == 500 and result["all_train_vertices"] == 6 * 162
     assert result["accuracy"] > 0.9
+
+
+@pytest.fixture(scope="module")
+def twin_folder(tmp_path_factory):
+    """3 ellipsoid families with arbitrary per-vertex labels: 2 jittered copies of each
+    for training, 1 for testing, all in one frame (as rna_250's repeated structures)."""
+    root = tmp_path_factory.mktemp("twins")
+    (root / "labels").mkdir()
+    rng = np.random.default_rng(1)
+    sphere = trimesh.creation.icosphere(2)
+    names = {"train": [], "test": []}
+    for family in range(3):
+        vertices = sphere.vertices * rng.uniform(0.4, 1.6, 3)
+        labels = rng.integers(0, NUM_CLASSES, len(vertices))
+        for copy, split in enumerate(("train", "train", "test")):
+            name = f"f{family}c{copy}"
+            jittered = vertices + rng.normal(0, 1e-3, vertices.shape)
+            trimesh.Trimesh(jittered, sphere.faces, process=False).export(root / f"{name}.ply")
+            np.savetxt(root / "labels" / f"{name}.txt", labels, fmt="%d")
+            names[split].append(f"{name}.ply")
+    for split, split_names in names.items():
+        (root / f"{split}.txt").write_text("\n".join(split_names) + "\n")
+    return root
+
+
+def test_nearest_mesh_copies_the_labels_of_a_co_registered_training_mesh(twin_folder,
+                                                                        tmp_path):
+    cache = tmp_path / "cache"
+    transfer = baseline.run_baseline(overrides(twin_folder), ["xyz"], "nearest_mesh", None,
+                                     100, 0, cache)
+    assert transfer["accuracy"] == 1.0 and transfer["train_vertices"] == 6 * 162
+    with pytest.raises(ConfigError, match="nearest_mesh keeps every training mesh whole"):
+        baseline.run_baseline(overrides(twin_folder), ["xyz"], "nearest_mesh", 100, 100, 0,
+                              cache)
 
 
 @pytest.mark.slow  # a subprocess per case (Hydra's start-up)
