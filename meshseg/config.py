@@ -289,6 +289,7 @@ COUNTS = ("steps", "eval_every", "checkpoint.every", "checkpoint.keep", "data.nu
 INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, None), "summaries.meshes": (0, None),
                   "strategy.port_base": (1, 65535), "data.levels": (0, 8),
                   "optimizer.warmup_steps": (0, None), "profile_steps": (0, None),
+                  "model.output_level": (0, None),
                   **{key: (1, None) for key in COUNTS}}
 POSITIVE = ("optimizer.learning_rate", "optimizer.decay_rate", "optimizer.epsilon",
             "strategy.startup_timeout_s")
