@@ -87,11 +87,11 @@ def test_automatic_boundaries_use_num_buckets_quantiles(tmp_path):
 def test_human_parts_experiment_composes_with_8_classes_and_24_by_override():
     cfg = _config("experiment=human_parts")
     assert (cfg.data.name, cfg.data.num_classes, cfg.jit) == ("human_parts", 8, False)
-    assert (list(cfg.data.features), cfg.data.levels) == (["xyz", "hks"], 3)
+    assert (list(cfg.data.features), cfg.data.levels) == (["xyz", "normals", "hks"], 3)
     assert cfg.data.labels == "labels/coarse8"
     cfg = _config("experiment=human_parts", "data.label_set=smpl24", "data.num_classes=24")
     assert cfg.data.labels == "labels/smpl24"
-    assert cfg.data.cache_dir == "data/cache/human_parts_smpl24_xyz-hks_l3"
+    assert cfg.data.cache_dir == "data/cache/human_parts_smpl24_xyz-normals-hks_l3"
 
 
 @pytest.mark.skipif(not HUMAN_PARTS.is_dir(), reason=f"{HUMAN_PARTS} is absent")
