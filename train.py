@@ -62,7 +62,8 @@ def main(cfg: DictConfig) -> float:
         start_tensorflow_quietly()  # without TensorFlow's C++ start-up lines
         from meshseg.train.distribute import configure_runtime
 
-        strategy = configure_runtime(cfg.threads, OmegaConf.to_object(cfg.strategy))
+        strategy = configure_runtime(cfg.threads, OmegaConf.to_object(cfg.strategy),
+                                     cfg.inter_op_threads)
         from meshseg.train.run import run
 
         summary = run(cfg, run_dir, strategy)

@@ -1,6 +1,7 @@
 """Command-line tools around runs and the network, each `python -m meshseg.tools.<name>`:
 
-- `bench` (+ `bench_report`): speed and memory of the convolution implementations;
+- `bench` (+ `bench_report`, `bench_worker`): speed and memory of the convolution
+  implementations;
 - `report`: compare the runs of a directory or sweep (table, Markdown, plots);
 - `predict`: per-vertex predictions of a trained run on mesh files;
 - `input_bound`: train steps fed by the pipeline against steps fed from memory;

@@ -2,11 +2,14 @@
 
 In the spirit of tensorflow-graphics' graph-convolution benchmark: the demo network
 (`MeshSegmentationNet`) runs on a batch of icospheres, once per configuration
-(impl, jit, num_vertices, num_layers, mode), and every configuration runs in its own
-subprocess so that its memory peak is its own. A separate subprocess measures the
-machine's float32 matmul peak, against which each configuration's GFLOP/s is reported.
+(impl, jit, num_vertices, num_layers, mode, intra- and inter-op threads), and every
+configuration runs in its own subprocess (`meshseg.tools.bench_worker`) so that its memory
+peak and its thread pools are its own. A separate subprocess measures the machine's
+float32 matmul peak, against which each configuration's GFLOP/s is reported.
 
     python -m meshseg.tools.bench --num_vertices 10242 --batch_size 8 --mode forward,train
+    python -m meshseg.tools.bench --impl gather_matmul --jit false --mode train \
+        --threads 1,2 --inter_op_threads 1,2
 
 Modes: `forward` (logits), `backward` (forward + gradients of the masked cross-entropy),
 `train` (backward + an Adam update). Rows that fail (XLA cannot compile, out of memory,
@@ -17,7 +20,6 @@ import argparse
 import itertools
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -26,16 +28,10 @@ from typing import Dict, List, Optional, Sequence
 
 from meshseg.cli import at_least, command, output_dir
 from meshseg.nn.ops import IMPLEMENTATIONS
+from meshseg.tools.bench_worker import ICOSPHERE_SIZES, conv_channels
 
 MODES = ("forward", "backward", "train")
-ICOSPHERE_SIZES = {10 * 4 ** s + 2: s for s in range(9)}  # num_vertices -> subdivisions
 BACKWARD_FLOP_FACTOR = 2  # backward pass ~ 2x the forward FLOPs (dL/dx and dL/dW products)
-MIB = 2 ** 20
-
-
-def conv_channels(num_layers: int) -> tuple:
-    """Output channels of `num_layers` graph convolutions: 32 * 2**k, so 3 -> (32, 64, 128)."""
-    return tuple(32 * 2 ** k for k in range(num_layers))
 
 
 def count_flops(num_vertices: int, num_edges: int, batch_size: int, channels: Sequence[int],
@@ -74,135 +70,13 @@ def count_flops(num_vertices: int, num_edges: int, batch_size: int, channels: Se
     return flops * (1 + BACKWARD_FLOP_FACTOR) if mode != "forward" else flops
 
 
-def icosphere_batch(num_vertices: int, batch_size: int, num_classes: int, seed: int = 0):
-    """A batch of B copies of the icosphere with V vertices, jittered, with random labels.
-
-    Returns:
-      (features, labels): the batch contract's features (`meshseg.batch.mesh_features` of
-      each copy, stacked: "vertices" float32 [B, V, 3], "edges" int32 [B, E, 2], ...,
-      "neighbors" int32 [B, V, K]) and labels int32 [B, V], as tensors.
-    """
-    import numpy as np
-    import tensorflow as tf
-    import trimesh
-
-    from meshseg.batch import mesh_features
-    from meshseg.data.adjacency import mesh_edges
-
-    mesh = trimesh.creation.icosphere(subdivisions=ICOSPHERE_SIZES[num_vertices])
-    edges, weights = mesh_edges(np.asarray(mesh.faces), num_vertices)
-    rng = np.random.default_rng(seed)
-    vertices = (np.asarray(mesh.vertices, np.float32)[None]
-                + 0.01 * rng.standard_normal((batch_size, num_vertices, 3)).astype(np.float32))
-    meshes = [mesh_features(copy, edges, weights) for copy in vertices]
-    features = {key: tf.stack([m[key] for m in meshes]) for key in meshes[0]}
-    labels = rng.integers(0, num_classes, (batch_size, num_vertices), dtype=np.int32)
-    return features, tf.constant(labels)
-
-
-def _rss_mib() -> float:
-    import psutil
-    return psutil.Process().memory_info().rss / MIB
-
-
-def _reset_peak_rss() -> bool:
-    """Resets the process' peak RSS (VmHWM, ru_maxrss) to the current RSS (Linux >= 4.0)."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _make_step(model, mode: str, jit: bool):
-    """One step `(features, labels) -> tensor to sync on`, built from the application's
-    own functions: `forward` is the evaluation's predict step, `train` the run's
-    `TrainStep` (default strategy, Adam), `backward` its forward and backward pass without
-    the update."""
-    import keras
-    import tensorflow as tf
-
-    from meshseg.train.evaluate import make_predict_step
-    from meshseg.train.step import TrainStep
-
-    if mode == "forward":
-        predict = make_predict_step(model, jit)
-        return lambda features, labels: predict(features)
-    train_step = TrainStep(model, keras.optimizers.Adam(1e-3), jit, tf.distribute.get_strategy())
-    if mode == "train":
-        return lambda features, labels: train_step(features, labels)[0]
-    backward = tf.function(lambda features, labels: tf.add_n(  # keeps every gradient
-        [tf.reduce_sum(g) for g in train_step.loss_and_gradients(features, labels)[2]]),
-        jit_compile=jit)
-    return backward
-
-
-def measure(config: Dict) -> Dict:
-    """Runs one configuration in this process; returns its timings (ms, s) and memory (MiB).
-
-    The model is built on a 12-vertex icosphere, so the process peak before the first step is
-    that of TensorFlow and the inputs, not of an eager pass. The peak RSS is then reset, so
-    `step_peak_increase_mib` is the peak during the first call (trace, compile, run), warmup
-    and timed steps minus the RSS right before them; it includes XLA's compilation. (The
-    peak of the later calls alone says little: they reuse the buffers the first call left
-    allocated, so their RSS barely rises.)
-    """
-    import numpy as np
-
-    from meshseg.nn.model import MeshSegmentationNet
-    from meshseg.train.summaries import peak_rss_mib
-
-    model = MeshSegmentationNet(config["num_classes"], impl=config["impl"], xla=config["jit"],
-                                conv_channels=conv_channels(config["num_layers"]))
-    model(icosphere_batch(12, 1, config["num_classes"])[0])
-    features, labels = icosphere_batch(config["num_vertices"], config["batch_size"],
-                                       config["num_classes"])
-    step = _make_step(model, config["mode"], config["jit"])
-
-    pre_step_peak = peak_rss_mib()
-    rss_before = _rss_mib()
-    peak_reset = _reset_peak_rss()
-    start = time.perf_counter()
-    step(features, labels).numpy()
-    compile_s = time.perf_counter() - start
-    for _ in range(config["warmup"]):
-        step(features, labels).numpy()
-    times_ms = []
-    for _ in range(config["repeats"]):
-        start = time.perf_counter()
-        step(features, labels).numpy()
-        times_ms.append(1e3 * (time.perf_counter() - start))
-    step_peak = peak_rss_mib()
-    return dict(
-        step_ms=float(np.median(times_ms)), step_ms_min=min(times_ms), step_ms_max=max(times_ms),
-        compile_s=compile_s, rss_before_mib=rss_before,
-        peak_rss_mib=max(pre_step_peak, step_peak),
-        step_peak_increase_mib=step_peak - rss_before if peak_reset else None,
-        num_edges=int(features["edges"].shape[1]), peak_reset=peak_reset)
-
-
-def measure_matmul_peak(size: int, repeats: int = 5) -> float:
-    """Best float32 GFLOP/s of a [size, size] x [size, size] tf.matmul in this process."""
-    import tensorflow as tf
-
-    a = tf.random.normal([size, size])
-    b = tf.random.normal([size, size])
-    tf.matmul(a, b).numpy()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        tf.matmul(a, b).numpy()
-        best = min(best, time.perf_counter() - start)
-    return 2 * size ** 3 / best / 1e9
-
-
 def _run_worker(job: Dict, timeout: float) -> Dict:
-    """Runs `job` in `python -m meshseg.tools.bench --worker`; returns its result or {"error": ...}."""
+    """Runs `job` in `python -m meshseg.tools.bench_worker`; returns its result or
+    {"error": ...}."""
     with tempfile.TemporaryDirectory() as tmp:
         result_path = os.path.join(tmp, "result.json")
-        command = [sys.executable, "-m", "meshseg.tools.bench", "--worker", json.dumps(job),
-                   "--worker_result", result_path]
+        command = [sys.executable, "-m", "meshseg.tools.bench_worker", json.dumps(job),
+                   result_path]
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
         try:
             proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
@@ -217,27 +91,9 @@ def _run_worker(job: Dict, timeout: float) -> Dict:
                          f"{lines[-1] if lines else 'no output'}"}
 
 
-def _first_line(exc: Exception) -> str:
-    """`Type: first non-empty line of the message`, without terminal colour codes."""
-    message = exc.args[0] if len(exc.args) == 1 and isinstance(exc.args[0], str) else str(exc)
-    lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", message).splitlines()]
-    return f"{type(exc).__name__}: {next((line for line in lines if line), '')}"
-
-
-def _worker_main(job: Dict, result_path: str) -> None:
-    try:
-        if job["kind"] == "matmul_peak":
-            result = {"gflops": measure_matmul_peak(job["size"])}
-        else:
-            result = measure(job)
-    except Exception as exc:  # reported as the row's error, never raised to the parent
-        result = {"error": _first_line(exc)}
-    with open(result_path, "w") as f:
-        json.dump(result, f)
-
-
-def _comma_list(kind: str, parse, choices: Sequence):
-    """argparse type: a comma-separated list, each item parsed and checked against choices."""
+def _comma_list(kind: str, parse, choices: Optional[Sequence]):
+    """argparse type: a comma-separated list, each item parsed and checked against choices
+    (None: any whole number >= 0)."""
 
     def convert(text: str) -> List:
         items = []
@@ -246,7 +102,10 @@ def _comma_list(kind: str, parse, choices: Sequence):
                 value = parse(item)
             except ValueError:
                 value = None
-            if value is None or value not in choices:
+            if choices is None and (value is None or value < 0):
+                raise argparse.ArgumentTypeError(
+                    f"{kind}: {item!r} is not a whole number >= 0")
+            if choices is not None and (value is None or value not in choices):
                 raise argparse.ArgumentTypeError(
                     f"unknown {kind} {item!r}; choose from {', '.join(map(str, choices))}")
             items.append(value)
@@ -275,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backward", action="store_true",
                         help="also run the backward and train modes")
     parser.add_argument("--num_classes", type=at_least(1), default=16)
+    parser.add_argument("--threads", type=_comma_list("threads", int, None),
+                        default=[0], help="TensorFlow intra-op threads (train.py's `threads`; "
+                        "0: one per core)")
+    parser.add_argument("--inter_op_threads",
+                        type=_comma_list("inter_op_threads", int, None), default=[0],
+                        help="ops run at once (train.py's `inter_op_threads`; 0: one per core)")
     parser.add_argument("--warmup", type=at_least(0), default=2,
                         help="untimed calls after the first")
     parser.add_argument("--repeats", type=at_least(1), default=5, help="timed calls")
@@ -283,14 +148,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, default=900, help="seconds per configuration")
     parser.add_argument("--peak_size", type=at_least(0), default=4096,
                         help="matrix size of the float32 matmul peak; 0 skips it")
-    parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--worker_result", help=argparse.SUPPRESS)
     return parser
 
 
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Runs the benchmark (or, with the hidden --worker, one configuration); returns 0.
+    """Runs the benchmark, each configuration in `meshseg.tools.bench_worker`; returns 0.
 
     Every option is checked before the first configuration runs: an unknown choice, a
     count out of range or a `--timeout` <= 0 is argparse's usage error naming the option
@@ -301,9 +164,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.worker:
-        _worker_main(json.loads(args.worker), args.worker_result)
-        return 0
     if not args.timeout > 0:
         parser.error(f"argument --timeout: must be a number of seconds > 0, "
                      f"got {args.timeout:g}")
@@ -322,10 +182,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"float32 matmul peak ({args.peak_size}^2): "
               f"{peak.get('gflops', 0):.1f} GFLOP/s {peak.get('error', '')}", file=sys.stderr)
     rows = []
-    configs = list(itertools.product(args.num_vertices, modes, jits, args.impl))
-    for index, (num_vertices, mode, jit, impl) in enumerate(configs, 1):
+    configs = list(itertools.product(args.num_vertices, modes, args.threads,
+                                     args.inter_op_threads, jits, args.impl))
+    for index, (num_vertices, mode, threads, inter_op_threads, jit, impl) in enumerate(configs, 1):
         config = dict(impl=impl, jit=jit, num_vertices=num_vertices, batch_size=args.batch_size,
-                      num_layers=args.num_layers, mode=mode)
+                      num_layers=args.num_layers, mode=mode, threads=threads,
+                      inter_op_threads=inter_op_threads)
         job = dict(config, kind="step", num_classes=args.num_classes, warmup=args.warmup,
                    repeats=args.repeats)
         start = time.perf_counter()
@@ -336,7 +198,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             row["gflop"] = count_flops(num_vertices, num_edges, args.batch_size,
                                        conv_channels(args.num_layers), args.num_classes, mode) / 1e9
         rows.append(row)
-        print(f"[{index}/{len(configs)}] {impl} jit={jit} V={num_vertices} {mode}: "
+        print(f"[{index}/{len(configs)}] {impl} jit={jit} V={num_vertices} {mode} "
+              f"threads={threads}:{inter_op_threads}: "
               f"{row.get('step_ms', float('nan')):.1f} ms {row.get('error', '')} "
               f"({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
 

@@ -1,10 +1,10 @@
 """Output of `meshseg.tools.bench`: derived columns, the text table, CSV, JSON and a PNG plot.
 
 A row is a dict with the configuration (impl, jit, num_vertices, batch_size, num_layers,
-mode), the worker's measurements (step_ms, step_ms_min, step_ms_max in ms; compile_s in s;
-peak_rss_mib, step_peak_increase_mib, rss_before_mib in MiB) or its `error`, and the
-columns added here. The peak RSS increases are measured from a reset of the process'
-peak (see `meshseg.tools.bench.measure`).
+mode, threads and inter_op_threads: 0 is TensorFlow's default), the worker's measurements
+(step_ms, step_ms_min, step_ms_max in ms; compile_s in s; peak_rss_mib,
+step_peak_increase_mib, rss_before_mib in MiB) or its `error`, and the columns added here. The peak RSS increases are measured from a reset of the process'
+peak (see `meshseg.tools.bench_worker.measure`).
 """
 
 import csv
@@ -20,6 +20,7 @@ REFERENCE_IMPL = "gather_sum"
 COLUMNS = [
     ("impl", "impl", "{}"), ("jit", "jit", "{}"), ("num_vertices", "V", "{}"),
     ("batch_size", "B", "{}"), ("num_layers", "layers", "{}"), ("mode", "mode", "{}"),
+    ("threads", "intra", "{}"), ("inter_op_threads", "inter", "{}"),
     ("step_ms", "step_ms", "{:.1f}"), ("step_ms_min", "min", "{:.1f}"),
     ("step_ms_max", "max", "{:.1f}"), ("compile_s", "compile_s", "{:.2f}"),
     ("gflop_per_s", "GFLOP/s", "{:.1f}"), ("pct_peak", "%peak", "{:.1f}"),
@@ -30,7 +31,7 @@ COLUMNS = [
 ]
 TEXT_COLUMNS = ("impl", "jit", "mode", "error")
 EXTRA_CSV_COLUMNS = ["gflop", "num_edges", "rss_before_mib", "peak_reset"]
-SIZE_KEYS = ("num_vertices", "batch_size", "num_layers", "mode")
+SIZE_KEYS = ("num_vertices", "batch_size", "num_layers", "mode", "threads", "inter_op_threads")
 
 
 def add_derived_columns(rows: List[Dict], matmul_peak_gflops: Optional[float]) -> List[Dict]:
@@ -45,7 +46,7 @@ def add_derived_columns(rows: List[Dict], matmul_peak_gflops: Optional[float]) -
     def find(impl, jit, row):
         for other in rows:
             if (other["impl"] == impl and other["jit"] == jit and "error" not in other
-                    and all(other[k] == row[k] for k in SIZE_KEYS)):
+                    and all(other.get(k) == row.get(k) for k in SIZE_KEYS)):
                 return other
         return None
 
@@ -142,10 +143,12 @@ def plot(rows: Sequence[Dict], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = sorted(rows, key=lambda r: tuple(str(r[k]) for k in SIZE_KEYS) + (r["jit"],))  # stable
+    rows = sorted(rows, key=lambda r: tuple(str(r.get(k)) for k in SIZE_KEYS) + (r["jit"],))
     impls = list(dict.fromkeys(r["impl"] for r in rows))
     colors = {impl: f"C{i}" for i, impl in enumerate(impls)}
     labels = [f"{r['impl']}\n{'xla' if r['jit'] else 'no jit'}\n{r['mode']} V={r['num_vertices']}"
+              + (f"\nthreads {r.get('threads', 0)}:{r.get('inter_op_threads', 0)}"
+                 if r.get("threads") or r.get("inter_op_threads") else "")
               for r in rows]
     fig, axes = plt.subplots(2, 1, figsize=(max(6, 1.1 * len(rows)), 8), sharex=True)
     for ax, key, ylabel in [(axes[0], "step_ms", "median step time [ms]"),

@@ -21,8 +21,10 @@ POLL_S = 0.5  # how often a starting worker looks for the others
 REPORT_EVERY_S = 10.0  # how often it logs whom it still waits for
 
 
-def configure_runtime(threads: int, settings: StrategyConfig) -> tf.distribute.Strategy:
-    """Sets TensorFlow's intra-op threads (0: its default), splits the CPU into
+def configure_runtime(threads: int, settings: StrategyConfig,
+                      inter_op_threads: int = 0) -> tf.distribute.Strategy:
+    """Sets TensorFlow's intra-op threads (`threads`) and the number of ops it runs at
+    once (`inter_op_threads`; 0: TensorFlow's default for either), splits the CPU into
     `settings.cpu_devices` logical devices, and creates the strategy (`make_strategy`).
 
     All three must happen before TensorFlow initialises its runtime, i.e. before the first
@@ -33,6 +35,8 @@ def configure_runtime(threads: int, settings: StrategyConfig) -> tf.distribute.S
     """
     if threads:
         tf.config.threading.set_intra_op_parallelism_threads(threads)
+    if inter_op_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads)
     if settings.cpu_devices > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from meshseg.tools import bench, bench_report
+from meshseg.tools import bench, bench_report, bench_worker
 
 
 def test_count_flops_of_a_one_vertex_graph_by_hand():
@@ -56,6 +56,15 @@ def test_derived_columns_compare_with_gather_sum_at_the_same_and_without_jit():
     assert rows[4]["speedup"] is None and rows[4]["gflop_per_s"] is None
 
 
+def test_rows_are_compared_with_the_reference_at_the_same_thread_settings():
+    rows = bench_report.add_derived_columns([
+        dict(_row("gather_sum", False, 100.0, 400.0), threads=2, inter_op_threads=1),
+        dict(_row("gather_sum", False, 200.0, 400.0), threads=1, inter_op_threads=1),
+        dict(_row("gather_matmul", False, 50.0, 100.0), threads=1, inter_op_threads=1),
+    ], matmul_peak_gflops=None)
+    assert rows[2]["speedup"] == pytest.approx(4.0)
+
+
 def test_table_sorts_by_a_column_and_shows_errors():
     rows = bench_report.add_derived_columns([
         _row("gather_sum", False, 100.0, 400.0), _row("block_sparse", False, 50.0, 100.0),
@@ -73,6 +82,8 @@ def test_table_sorts_by_a_column_and_shows_errors():
     ("--mode", "inference", "forward"),
     ("--jit", "maybe", "false"),
     ("--num_vertices", "1000", "10242"),
+    ("--threads", "-1", "whole number >= 0"),
+    ("--inter_op_threads", "1,two", "whole number >= 0"),
     ("--sort", "speed", "step_ms"),
 ])
 def test_an_unknown_choice_is_an_argparse_error_naming_the_choices(option, value, named, capsys):
@@ -87,7 +98,8 @@ def test_an_unknown_choice_is_an_argparse_error_naming_the_choices(option, value
 def test_a_tiny_run_writes_a_row_per_configuration(tmp_path, capsys):
     assert bench.main(["--num_vertices", "642", "--batch_size", "1", "--repeats", "1",
                        "--warmup", "1", "--impl", "gather_sum,block_sparse", "--jit", "false",
-                       "--mode", "train", "--peak_size", "256", "--out", str(tmp_path)]) == 0
+                       "--mode", "train", "--threads", "1", "--inter_op_threads", "1",
+                       "--peak_size", "256", "--out", str(tmp_path)]) == 0
     table = capsys.readouterr().out
     with open(tmp_path / "bench.csv") as f:
         csv_rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
@@ -98,6 +110,7 @@ def test_a_tiny_run_writes_a_row_per_configuration(tmp_path, capsys):
     for row in results["rows"]:
         assert row["error"] is None
         assert row["jit"] is False and row["mode"] == "train" and row["num_vertices"] == 642
+        assert row["threads"] == 1 and row["inter_op_threads"] == 1
         for key in ("step_ms", "step_ms_min", "step_ms_max", "compile_s", "gflop_per_s",
                     "pct_peak", "peak_rss_mib", "step_peak_increase_mib"):
             assert row[key] > 0, key
@@ -116,5 +129,5 @@ def test_a_configuration_past_its_timeout_becomes_an_error_row():
 
 def test_a_worker_error_is_reported_by_its_type_and_first_line():
     error = KeyError("Exception encountered when calling Model.call().\n\n\x1b[1mneighbors\x1b[0m")
-    assert bench._first_line(error) == "KeyError: Exception encountered when calling Model.call()."
-    assert bench._first_line(ValueError("\nbad shape\nmore")) == "ValueError: bad shape"
+    assert bench_worker.first_line(error) == "KeyError: Exception encountered when calling Model.call()."
+    assert bench_worker.first_line(ValueError("\nbad shape\nmore")) == "ValueError: bad shape"

@@ -115,6 +115,7 @@ def test_a_directory_with_foreign_outputs_is_refused_untouched(tiny_dataset, tmp
     ("data.bucket_boundaries=[300,200]",
      r"data.bucket_boundaries must be strictly increasing, got \[300, 200\]"),
     ("threads=-1", "threads must be >= 0, got -1"),
+    ("inter_op_threads=-2", "inter_op_threads must be >= 0, got -2"),
     ("seed=-1", r"seed must be in \[0, 4294967295\], got -1"),
     ("optimizer.learning_rate=0", "optimizer.learning_rate must be a finite number > 0, got 0.0"),
     ("optimizer.beta_1=1", r"optimizer.beta_1 must be in \[0, 1\), got 1.0"),
