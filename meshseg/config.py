@@ -32,10 +32,14 @@ from meshseg.errors import ConfigError
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 ROTATIONS = ("none", "up", "so3")
-# Per-vertex input features (`data.features`) and their widths, in the order the model's
-# input concatenates them: positions as normalised (`data.center`, `data.scale`) and
-# augmented, unit vertex normals, and the heat kernel signature (`meshseg.data.descriptors`).
-FEATURE_WIDTHS = {"xyz": 3, "normals": 3, "hks": 16}
+# Per-vertex input features (`data.features`) and their widths: positions as normalised
+# (`data.center`, `data.scale`) and augmented, their Fourier features (sin, cos at
+# FOURIER_OCTAVES octave frequencies: `meshseg.data.positional`), unit vertex normals, and
+# the heat kernel signature (`meshseg.data.descriptors`). The first two are computed from
+# the positions when a mesh is read (POSITION_FEATURES), the others stored in the records.
+FOURIER_OCTAVES = 6
+FEATURE_WIDTHS = {"xyz": 3, "xyz_fourier": 6 * FOURIER_OCTAVES, "normals": 3, "hks": 16}
+POSITION_FEATURES = ("xyz", "xyz_fourier")
 CENTERS = ("mean", "area_centroid", "none")  # data.center
 SCALES = ("rms", "unit_area", "none")  # data.scale
 MODELS = ("demo", "feastnet_unet")  # model.name
@@ -130,8 +134,9 @@ class DataConfig:
     batch_size: int = 4  # meshes per step
     shuffle_buffer: int = 64  # meshes
     # Per-vertex inputs, concatenated in the order listed here (choices and widths:
-    # `FEATURE_WIDTHS`, xyz 3 | normals 3 | hks 16). normals and hks are computed by the
-    # converter and stored in the records (a mesh-folder cache reconverts when they change).
+    # `FEATURE_WIDTHS`, xyz 3 | xyz_fourier 36 | normals 3 | hks 16). normals and hks are
+    # computed by the converter and stored in the records (a mesh-folder cache reconverts
+    # when they change); xyz_fourier is computed from the positions when a mesh is read.
     features: List[str] = field(default_factory=lambda: ["xyz"])
     # Mesh hierarchy stored in the records for multi-scale models: this many levels beyond
     # the mesh itself, each about `coarsening` times fewer vertices (quadric decimation).
@@ -270,6 +275,7 @@ class TrainConfig:
     deterministic: bool = False  # seed everything and enable TensorFlow's op determinism
     precision: str = "float32"  # float32 | mixed_float16 (with loss scaling) | mixed_bfloat16
     threads: int = 0  # TensorFlow intra-op threads (0: all cores); cap it for parallel sweeps
+    inter_op_threads: int = 0  # ops run at once (0: TensorFlow's default, one per core)
     resume: Optional[str] = None  # a run directory to continue from its latest checkpoint
     # Write a TensorBoard profile (<run dir>/train/plugins/profile/) of the global training
     # steps [start, stop) of profile_steps (`meshseg.train.profiling`; README "Profiling").
@@ -286,7 +292,8 @@ COUNTS = ("steps", "eval_every", "checkpoint.every", "checkpoint.keep", "data.nu
           "optimizer.decay_steps", "strategy.cpu_devices", "model.convs_per_level")
 # The range [low, high] (high None: unbounded) of every integer setting but
 # data.label_offset (any integer) and data.augment.up_axis (`AugmentConfig.check`).
-INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, None), "summaries.meshes": (0, None),
+INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, None), "inter_op_threads": (0, None),
+                  "summaries.meshes": (0, None),
                   "strategy.port_base": (1, 65535), "data.levels": (0, 8),
                   "optimizer.warmup_steps": (0, None), "profile_steps": (0, None),
                   "model.output_level": (0, None),

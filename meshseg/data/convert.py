@@ -32,7 +32,7 @@ import numpy as np
 from tqdm import tqdm
 
 from meshseg.cli import at_least, command, existing_dir, existing_file, output_dir
-from meshseg.config import ADJACENCY_LEVELS
+from meshseg.config import ADJACENCY_LEVELS, POSITION_FEATURES
 from meshseg.data import meshfiles
 from meshseg.data.adjacency import ADJACENCY_FIELDS
 from meshseg.data.derived import STORED_FEATURES, stored_features
@@ -154,7 +154,7 @@ def convert_split(
       workers: processes that load and validate meshes (1: in this process).
       strict: stop at the first bad mesh instead of skipping it.
       features: stored features, names of `meshseg.data.derived.STORED_FEATURES`
-        ("normals", "hks"; "xyz" is ignored: the vertices are always stored).
+        ("normals", "hks"; "xyz" and "xyz_fourier" are ignored: computed when read).
       levels: coarser hierarchy levels stored (0: none); coarsening: their vertex ratio.
       descriptor_cache: folder caching each mesh file's descriptors
         (`meshseg.data.descriptor_cache`, shared with the baseline), or None.
@@ -176,7 +176,7 @@ def convert_split(
         raise ValueError(f"num_shards must be in [1, {len(mesh_paths)}], got {num_shards}")
     if label_kind not in meshfiles.LABEL_KINDS or adjacency not in ADJACENCY_LEVELS:
         raise ValueError(f"bad label_kind {label_kind!r} or adjacency {adjacency!r}")
-    unknown = set(features) - set(STORED_FEATURES) - {"xyz"}
+    unknown = set(features) - set(STORED_FEATURES) - set(POSITION_FEATURES)
     if unknown or levels < 0 or not coarsening > 1:
         raise ValueError(f"bad features {sorted(unknown)}, levels {levels} or coarsening "
                          f"{coarsening}: features among {', '.join(STORED_FEATURES)}, "

@@ -14,7 +14,8 @@ class MeshInputs:
 
     Attributes:
       features: the per-vertex inputs, concatenated in this order into "inputs"
-        ("xyz", "normals", "hks"; the last two must be stored in the records).
+        ("xyz", "xyz_fourier", "normals", "hks"; the last two must be stored in the
+        records).
       levels: coarser hierarchy levels read from the records (0: none).
       center, scale: the normalisation of `meshseg.data.pipeline.normalize_vertices`.
     """

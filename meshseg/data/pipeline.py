@@ -23,6 +23,7 @@ from meshseg.data.adjacency import mesh_edges
 from meshseg.data.augment import augment_mesh
 from meshseg.data.buckets import bucket_batch
 from meshseg.data.derived import STORED_FEATURES
+from meshseg.data.positional import fourier_features
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.reader import (BadRecordLog, check_shard, open_shard, shard_compression,
                                  stored_adjacency, stored_fields)
@@ -129,7 +130,8 @@ def model_inputs(features: dict[str, tf.Tensor], inputs: MeshInputs,
                  ) -> dict[str, tf.Tensor]:
     """The batch contract's features of one mesh from `with_adjacency`'s: augmented
     (when `augment_seed` is given; normals turn with the positions) and with "inputs",
-    the `inputs.features` concatenated in their listed order ([V, F])."""
+    the `inputs.features` concatenated in their listed order ([V, F]); xyz and its
+    Fourier features (`meshseg.data.positional`) from the augmented positions."""
     features = dict(features)
     stored = {name: features.pop(name) for name in STORED_FEATURES if name in features}
     if augment_seed is not None:
@@ -137,7 +139,9 @@ def model_inputs(features: dict[str, tf.Tensor], inputs: MeshInputs,
                                                      augment, stored.get("normals"))
         if normals is not None:
             stored["normals"] = normals
-    parts = [features["vertices"] if name == "xyz" else stored[name] for name in inputs.features]
+    computed = {"xyz": lambda: features["vertices"],
+                "xyz_fourier": lambda: fourier_features(features["vertices"])}
+    parts = [computed[name]() if name in computed else stored[name] for name in inputs.features]
     features["inputs"] = parts[0] if len(parts) == 1 else tf.concat(parts, axis=-1)
     return features
 

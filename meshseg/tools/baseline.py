@@ -16,7 +16,9 @@ the baseline reads the same mesh folder, label files (`data.labels`, `data.label
   unit area (3 channels; not `data.center` / `data.scale`);
 - `hks`: the heat kernel signature at 16 log-spaced times in [0.01, 2] from 128 eigenpairs
   of the robust Laplacian, each channel as log minus its area-weighted mean (16 channels);
-- `normals`: the area-weighted unit vertex normal (3 channels).
+- `normals`: the area-weighted unit vertex normal (3 channels);
+- `xyz_fourier`: sin and cos of that `xyz` at octave frequencies, as a run computes them
+  (`meshseg.data.positional`; 36 channels).
 
 Descriptors are cached per mesh in `--cache-dir` (default: `data.descriptor_cache`;
 `meshseg.data.descriptor_cache`, shared with the converter), so a second run, or a
@@ -61,7 +63,7 @@ from meshseg.data.meshfiles import file_sha256, load_geometry, load_label_file
 from meshseg.data.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 
-FEATURES = DESCRIPTORS
+FEATURES = DESCRIPTORS + ("xyz_fourier",)
 CLASSIFIERS = ("hist_gradient_boosting", "mlp", "nearest_mesh")
 SPLITS = ("train", "test")
 
@@ -106,6 +108,13 @@ def mesh_descriptors(mesh_path: Path, cache_dir: Path | None) -> dict[str, np.nd
         raise DataError(f"{mesh_path}: {error}") from error
 
 
+def fourier_features_np(xyz: np.ndarray) -> np.ndarray:
+    """float32 [V, 36] `meshseg.data.positional.fourier_features` of float32 [V, 3] xyz."""
+    start_tensorflow_quietly()
+    from meshseg.data.positional import fourier_features
+    return fourier_features(xyz).numpy()
+
+
 def split_arrays(mesh_paths: list[Path], label_paths: list[Path], features: list[str],
                  data, cache_dir: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per mesh: the feature matrix float32 [V, C] (the `features` side by side, in order)
@@ -123,6 +132,8 @@ def split_arrays(mesh_paths: list[Path], label_paths: list[Path], features: list
             validate_labels(labels, len(descriptors["xyz"]), data.num_classes)
         except InvalidMeshError as error:
             raise DataError(f"{label_path}: {error}") from error
+        if "xyz_fourier" in features:
+            descriptors = {**descriptors, "xyz_fourier": fourier_features_np(descriptors["xyz"])}
         inputs.append(np.concatenate([descriptors[name] for name in features], axis=1))
         classes.append(labels)
     return inputs, classes

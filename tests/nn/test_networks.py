@@ -25,6 +25,7 @@ def test_input_width_sums_the_feature_widths_in_order():
     assert input_width(["xyz"]) == 3
     assert input_width(["xyz", "hks"]) == 19
     assert input_width(["normals", "xyz", "hks"]) == 22
+    assert input_width(["xyz", "xyz_fourier", "hks"]) == 3 + 36 + 16
 
 
 def test_demo_is_built_from_its_conf_and_ignores_the_unet_settings():

@@ -1,0 +1,52 @@
+"""Fourier features of vertex positions (`meshseg.data.positional`, data.features
+xyz_fourier): values, width, and that a run computes them from the augmented positions."""
+
+import math
+
+import numpy as np
+import tensorflow as tf
+import trimesh
+
+from meshseg.config import FEATURE_WIDTHS, FOURIER_OCTAVES, AugmentConfig
+from meshseg.data.derived import stored_features
+from meshseg.data.inputs import MeshInputs
+from meshseg.data.pipeline import model_inputs, with_adjacency
+from meshseg.data.positional import fourier_features
+from meshseg.data.records import mesh_to_example, parse_mesh_record
+
+
+def test_each_octave_holds_sin_then_cos_of_x_y_z_at_pi_times_two_to_the_k():
+    positions = np.array([[0.25, 0.0, -0.5], [0.1, 0.3, 0.7]], np.float32)
+    encoded = fourier_features(tf.constant(positions)).numpy()
+    assert encoded.shape == (2, 6 * FOURIER_OCTAVES) == (2, FEATURE_WIDTHS["xyz_fourier"])
+    for k in range(FOURIER_OCTAVES):
+        angles = math.pi * 2 ** k * positions
+        np.testing.assert_allclose(encoded[:, 6 * k:6 * k + 3], np.sin(angles), atol=1e-5)
+        np.testing.assert_allclose(encoded[:, 6 * k + 3:6 * k + 6], np.cos(angles), atol=1e-5)
+    assert encoded[0, 0] == np.float32(np.sin(math.pi / 4))
+
+
+def test_the_width_is_static_for_any_leading_shape():
+    spec = tf.TensorSpec([None, None, 3], tf.float32)
+    traced = tf.function(fourier_features).get_concrete_function(spec)
+    assert traced.output_shapes.as_list() == [None, None, FEATURE_WIDTHS["xyz_fourier"]]
+
+
+def test_records_need_no_stored_field_and_a_run_encodes_the_augmented_positions():
+    assert stored_features(["xyz", "xyz_fourier"]) == ()
+    sphere = trimesh.creation.icosphere(subdivisions=2)
+    vertices = np.asarray(sphere.vertices, np.float32)
+    record = mesh_to_example(vertices, np.asarray(sphere.faces, np.int32),
+                             np.zeros(len(vertices), np.int32))
+    inputs = MeshInputs(features=("xyz_fourier", "xyz"), center="area_centroid",
+                        scale="unit_area")
+    features, _ = with_adjacency(parse_mesh_record(tf.constant(record)), inputs)
+    augmented = model_inputs(features, inputs,
+                             AugmentConfig(rotation="so3", scale=[0.8, 1.2], jitter=0.01),
+                             tf.constant([5, 6], tf.int64))
+    width = FEATURE_WIDTHS["xyz_fourier"]
+    assert augmented["inputs"].shape == (len(vertices), width + 3)
+    moved = augmented["vertices"]
+    assert not np.allclose(moved, features["vertices"], atol=1e-3)
+    np.testing.assert_allclose(augmented["inputs"][:, width:], moved)
+    np.testing.assert_allclose(augmented["inputs"][:, :width], fourier_features(moved))
