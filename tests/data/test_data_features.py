@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 import trimesh
 
+from helpers.records import derived_record
 from meshseg.batch import level_key, padding_values
 from meshseg.config import AugmentConfig
 from meshseg.data.augment import augment_mesh
@@ -18,8 +19,7 @@ from meshseg.data.descriptors import normalized_positions
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import make_dataset, normalize_vertices
 from meshseg.data.reader import BadRecordError, check_shard, decode_mesh_record
-from meshseg.data.records import (level_field, mesh_to_example, parse_features, parse_levels,
-                                  parse_mesh_record)
+from meshseg.data.records import level_field, parse_features, parse_levels, parse_mesh_record
 from meshseg.errors import DataError
 
 FEATURES = ("normals", "hks")
@@ -34,9 +34,7 @@ def _sphere(subdivisions: int, seed: int) -> dict:
 
 
 def _record(mesh: dict, levels: int = 2, features=FEATURES) -> bytes:
-    derived = derive(mesh["vertices"], mesh["triangles"], features, levels)
-    return mesh_to_example(mesh["vertices"], mesh["triangles"], mesh["labels"],
-                           features=derived.features, levels=derived.levels)
+    return derived_record(mesh["vertices"], mesh["triangles"], mesh["labels"], features, levels)
 
 
 def _write(path, records) -> str:

@@ -7,10 +7,9 @@ import pytest
 import tensorflow as tf
 import trimesh
 
-from meshseg.data.derived import derive
+from helpers.records import derived_record
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import make_dataset
-from meshseg.data.records import mesh_to_example
 from meshseg.nn.unet import FeaStUNet
 from meshseg.train.evaluate import make_predict_step
 from meshseg.train.step import TrainStep
@@ -29,9 +28,8 @@ def spheres(tmp_path_factory) -> tf.data.Dataset:
             sphere = trimesh.creation.icosphere(subdivisions=subdivisions)
             vertices = np.asarray(sphere.vertices, np.float32)
             triangles = np.asarray(sphere.faces, np.int32)
-            derived = derive(vertices, triangles, ("hks",), LEVELS)
-            writer.write(mesh_to_example(vertices, triangles, (vertices[:, 2] > 0).astype(np.int32),
-                                         features=derived.features, levels=derived.levels))
+            writer.write(derived_record(vertices, triangles,
+                                        (vertices[:, 2] > 0).astype(np.int32), ("hks",), LEVELS))
     return make_dataset([str(path)], 1, training=False, inputs=INPUTS)
 
 
