@@ -98,6 +98,16 @@ def test_repeat_continues_past_one_pass(write_records, tetrahedron):
     assert len(list(dataset.take(3))) == 3
 
 
+def test_training_and_evaluation_datasets_run_without_tf_data_autotuning(
+        write_records, tetrahedron):
+    # Autotuning's model thread made a destroyed iterator wait up to a minute (pipeline.py).
+    shard = write_records("a.tfrecords", [tetrahedron])
+    for training in (True, False):
+        dataset = make_dataset([shard], batch_size=1, training=training, seed=0)
+        assert dataset.options().autotune.enabled is False
+        assert len(list(dataset)) == 1
+
+
 def _write_raw(path, record: bytes) -> str:
     with tf.io.TFRecordWriter(str(path)) as writer:
         writer.write(record)

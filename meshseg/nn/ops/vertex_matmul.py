@@ -1,0 +1,25 @@
+"""The per-vertex dense product x w with a faster weight gradient."""
+
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def vertex_matmul(x: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
+    """y = x w for x [N, C] (one row per vertex, N >> C) and w [C, D], any float dtype:
+    `tf.matmul`'s values and gradients.
+
+    Only the op of the weight gradient differs: dL/dw = x^T dy reduces over the N rows of
+    a transposed [N, C] operand, and is computed as (dy^T x)^T, a [D, C] product
+    transposed. On this CPU (batch 8 x 10,242 vertices, W*C -> D of the demo's layers)
+    that took 13 / 29 / 100 ms against 17 / 42 / 131 ms for x^T dy (docs/performance.md).
+
+    Returns:
+      [N, D] of x's dtype.
+    """
+
+    def grad(dy):
+        dx = tf.matmul(dy, w, transpose_b=True)
+        dw = tf.transpose(tf.matmul(dy, x, transpose_a=True))
+        return dx, dw
+
+    return tf.matmul(x, w), grad

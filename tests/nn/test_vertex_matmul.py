@@ -1,0 +1,34 @@
+"""`meshseg.nn.ops.vertex_matmul`: tf.matmul's values and gradients, eager and under XLA,
+in float32 and float16, against a float64 evaluation."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from meshseg.nn.ops.vertex_matmul import vertex_matmul
+
+
+def _values_and_gradients(matmul, x, w, dy, jit=False):
+    @tf.function(jit_compile=jit)
+    def run(x, w):
+        with tf.GradientTape() as tape:
+            tape.watch([x, w])
+            y = matmul(x, w)
+            loss = tf.reduce_sum(y * tf.cast(dy, y.dtype))
+        return (y, *tape.gradient(loss, [x, w]))
+
+    return [t.numpy().astype(np.float64) for t in run(x, w)]
+
+
+@pytest.mark.parametrize("dtype, jit, tolerance", [
+    (tf.float32, False, 1e-5), (tf.float32, True, 1e-5), (tf.float16, False, 2e-2)])
+def test_values_and_gradients_match_a_float64_matmul(dtype, jit, tolerance):
+    rng = np.random.default_rng(0)
+    x, w, dy = rng.normal(size=(300, 24)), rng.normal(size=(24, 10)), rng.normal(size=(300, 10))
+    expected = _values_and_gradients(tf.matmul, tf.constant(x), tf.constant(w), dy)
+    got = _values_and_gradients(vertex_matmul, tf.constant(x, dtype), tf.constant(w, dtype),
+                                dy, jit)
+    assert got[2].shape == (24, 10) and got[1].shape == (300, 24)
+    for value, reference in zip(got, expected):
+        np.testing.assert_allclose(value, reference,
+                                   atol=tolerance * np.abs(reference).max())
