@@ -32,3 +32,22 @@ def test_values_and_gradients_match_a_float64_matmul(dtype, jit, tolerance):
     for value, reference in zip(got, expected):
         np.testing.assert_allclose(value, reference,
                                    atol=tolerance * np.abs(reference).max())
+
+
+def test_the_gradient_ops_are_named_in_the_forward_layer_scope():
+    w = tf.Variable(tf.ones([3, 2]))
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            with tf.name_scope("lin_out"):
+                y = vertex_matmul(x, w)
+            loss = tf.reduce_sum(y)
+        with tf.name_scope("backward"):
+            return tape.gradient(loss, [x, w])
+
+    graph = step.get_concrete_function(tf.ones([5, 3])).graph
+    matmuls = [op.name for op in graph.get_operations() if op.type == "MatMul"]
+    assert len(matmuls) == 3  # the product and the two gradients
+    assert all(name.startswith("lin_out/") for name in matmuls)
