@@ -23,8 +23,8 @@ from meshseg.data.adjacency import mesh_edges
 from meshseg.data.augment import augment_mesh
 from meshseg.data.buckets import bucket_batch
 from meshseg.data.derived import STORED_FEATURES
-from meshseg.data.positional import fourier_features
 from meshseg.data.inputs import MeshInputs
+from meshseg.data.positional import fourier_features
 from meshseg.data.reader import (BadRecordLog, check_shard, open_shard, shard_compression,
                                  stored_adjacency, stored_fields)
 from meshseg.data.records import parse_adjacency, parse_features, parse_levels, parse_mesh_record

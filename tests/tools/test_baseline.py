@@ -13,6 +13,7 @@ import trimesh
 from meshseg.data import descriptor_cache
 from meshseg.data.convert import convert_split, split_file_pairs
 from meshseg.data.meshfiles import file_sha256
+from meshseg.data.positional import fourier_features
 from meshseg.data.reader import decode_mesh_record, open_shard
 from meshseg.errors import ConfigError
 from meshseg.tools import baseline
@@ -100,6 +101,15 @@ def test_second_run_reads_descriptors_from_the_cache(mesh_folder, tmp_path, monk
     record = decode_mesh_record(next(iter(open_shard(shards[0]))).numpy(), features=("hks",))
     with np.load(descriptor_cache.cache_file(cache, file_sha256(meshes[0]))) as cached:
         np.testing.assert_array_equal(record["hks"], cached["hks"])
+
+
+def test_xyz_fourier_columns_are_the_runs_fourier_features_of_xyz(mesh_folder, tmp_path):
+    data = baseline.composed_config(overrides(mesh_folder)).data
+    pairs = baseline.split_pairs(data)["test"]
+    inputs, _ = baseline.split_arrays(*pairs, ["xyz", "xyz_fourier"], data, tmp_path / "cache")
+    assert inputs[0].shape == (162, 3 + 36)
+    np.testing.assert_allclose(inputs[0][:, 3:], fourier_features(inputs[0][:, :3]), atol=1e-6)
+    assert np.all(np.abs(inputs[0][:, 3:]) <= 1.0)
 
 
 def test_mlp_on_a_training_subset(mesh_folder, tmp_path):
