@@ -292,8 +292,8 @@ COUNTS = ("steps", "eval_every", "checkpoint.every", "checkpoint.keep", "data.nu
           "optimizer.decay_steps", "strategy.cpu_devices", "model.convs_per_level")
 # The range [low, high] (high None: unbounded) of every integer setting but
 # data.label_offset (any integer) and data.augment.up_axis (`AugmentConfig.check`).
-INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, None), "inter_op_threads": (0, None),
-                  "summaries.meshes": (0, None),
+INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, 2**31 - 1),
+                  "inter_op_threads": (0, 2**31 - 1), "summaries.meshes": (0, None),
                   "strategy.port_base": (1, 65535), "data.levels": (0, 8),
                   "optimizer.warmup_steps": (0, None), "profile_steps": (0, None),
                   "model.output_level": (0, None),
@@ -364,7 +364,9 @@ def check(config: TrainConfig) -> None:
         value = _value(config, key)
         if any(entry not in choices for entry in (value if isinstance(value, list) else [value])):
             raise ConfigError(f"{key}={value}: choose one of {', '.join(choices)}")
-    if not config.data.features or len(set(config.data.features)) != len(config.data.features):
+    if not config.data.features:
+        raise ConfigError(f"data.features must list at least one of {', '.join(FEATURE_WIDTHS)}")
+    if len(set(config.data.features)) != len(config.data.features):
         raise ConfigError(f"data.features must list each of {', '.join(FEATURE_WIDTHS)} at most "
                           f"once, got {list(config.data.features)}")
     if not 1 < config.data.coarsening < math.inf:

@@ -17,8 +17,9 @@ the baseline reads the same mesh folder, label files (`data.labels`, `data.label
 - `hks`: the heat kernel signature at 16 log-spaced times in [0.01, 2] from 128 eigenpairs
   of the robust Laplacian, each channel as log minus its area-weighted mean (16 channels);
 - `normals`: the area-weighted unit vertex normal (3 channels);
-- `xyz_fourier`: sin and cos of that `xyz` at octave frequencies, as a run computes them
-  (`meshseg.data.positional`; 36 channels).
+- `xyz_fourier`: sin and cos of that `xyz` at octave frequencies, by the function a run
+  uses (`meshseg.data.positional`; 36 channels; a run encodes its own `data.center` /
+  `data.scale` positions, the same as these in the presets of `experiment=rna`).
 
 Descriptors are cached per mesh in `--cache-dir` (default: `data.descriptor_cache`;
 `meshseg.data.descriptor_cache`, shared with the converter), so a second run, or a

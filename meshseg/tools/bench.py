@@ -31,6 +31,7 @@ from meshseg.nn.ops import IMPLEMENTATIONS
 from meshseg.tools.bench_worker import ICOSPHERE_SIZES, conv_channels
 
 MODES = ("forward", "backward", "train")
+MAX_THREADS = 2 ** 31 - 1  # TensorFlow's thread counts are int32
 BACKWARD_FLOP_FACTOR = 2  # backward pass ~ 2x the forward FLOPs (dL/dx and dL/dW products)
 
 
@@ -93,7 +94,7 @@ def _run_worker(job: Dict, timeout: float) -> Dict:
 
 def _comma_list(kind: str, parse, choices: Optional[Sequence]):
     """argparse type: a comma-separated list, each item parsed and checked against choices
-    (None: any whole number >= 0)."""
+    (None: a thread count, a whole number in [0, MAX_THREADS])."""
 
     def convert(text: str) -> List:
         items = []
@@ -102,9 +103,9 @@ def _comma_list(kind: str, parse, choices: Optional[Sequence]):
                 value = parse(item)
             except ValueError:
                 value = None
-            if choices is None and (value is None or value < 0):
+            if choices is None and (value is None or not 0 <= value <= MAX_THREADS):
                 raise argparse.ArgumentTypeError(
-                    f"{kind}: {item!r} is not a whole number >= 0")
+                    f"{kind}: {item!r} is not a whole number in [0, {MAX_THREADS}]")
             if choices is not None and (value is None or value not in choices):
                 raise argparse.ArgumentTypeError(
                     f"unknown {kind} {item!r}; choose from {', '.join(map(str, choices))}")

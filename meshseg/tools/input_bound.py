@@ -60,6 +60,9 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, Opti
                           "loop=custom, the only loop that times them")
     import tensorflow as tf
 
+    from meshseg.train.distribute import set_threads
+
+    set_threads(cfg.threads, cfg.inter_op_threads)  # before tensorflow-graphics runs ops
     from meshseg.train.run import (build_loss, build_model, build_optimizer, load_data,
                                    typed_config)
     from meshseg.train.step import TrainStep, median_step_ms

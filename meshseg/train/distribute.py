@@ -33,15 +33,21 @@ def configure_runtime(threads: int, settings: StrategyConfig,
     Raises:
       ConfigError, ClusterError, Interrupted: see `make_strategy`.
     """
-    if threads:
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-    if inter_op_threads:
-        tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads)
+    set_threads(threads, inter_op_threads)
     if settings.cpu_devices > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(
             cpu, [tf.config.LogicalDeviceConfiguration()] * settings.cpu_devices)
     return make_strategy(settings)
+
+
+def set_threads(threads: int, inter_op_threads: int) -> None:
+    """Sets TensorFlow's intra-op threads and the number of ops it runs at once (0 keeps
+    TensorFlow's default, one per core). Call before TensorFlow's first op."""
+    if threads:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+    if inter_op_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads)
 
 
 def make_strategy(settings: StrategyConfig) -> tf.distribute.Strategy:

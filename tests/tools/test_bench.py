@@ -82,8 +82,9 @@ def test_table_sorts_by_a_column_and_shows_errors():
     ("--mode", "inference", "forward"),
     ("--jit", "maybe", "false"),
     ("--num_vertices", "1000", "10242"),
-    ("--threads", "-1", "whole number >= 0"),
-    ("--inter_op_threads", "1,two", "whole number >= 0"),
+    ("--threads", "-1", "whole number in [0, 2147483647]"),
+    ("--threads", "2147483648", "whole number in [0, 2147483647]"),
+    ("--inter_op_threads", "1,two", "whole number in [0, 2147483647]"),
     ("--sort", "speed", "step_ms"),
 ])
 def test_an_unknown_choice_is_an_argparse_error_naming_the_choices(option, value, named, capsys):
