@@ -269,9 +269,10 @@ def log_results(run_dir: str, summary: RunSummary) -> None:
     """The run's closing summary in the console log: steps and times, test accuracy
     against the majority-class baseline, where the outputs are, and the TensorBoard
     command that shows them."""
-    log.info("%d steps: median step time %.1f ms, compile time %.1f s, wall time %.0f s",
-             summary.steps, summary.median_step_time_ms or float("nan"),
-             summary.compile_time_s, summary.wall_time_s)
+    median = ("n/a (every step traced or compiled)" if summary.median_step_time_ms is None
+              else f"{summary.median_step_time_ms:.1f} ms")
+    log.info("%d steps: median step time %s, compile time %.1f s, wall time %.0f s",
+             summary.steps, median, summary.compile_time_s, summary.wall_time_s)
     log.info("test accuracy %.4f (majority-class baseline %.4f), mean IoU %.4f",
              summary.eval_accuracy, summary.eval_majority_baseline_accuracy,
              summary.eval_mean_iou)

@@ -1,6 +1,7 @@
 """A quiet console: no TensorFlow C++ start-up lines from train.py or the converter's
 worker processes, and a closing summary that says what happened and where to look."""
 
+import logging
 import shutil
 import subprocess
 import sys
@@ -9,6 +10,8 @@ import pytest
 from helpers.runs import PROJECT
 
 from meshseg.console import is_native_log_line
+from meshseg.train.run import log_results
+from meshseg.train.summary import RunSummary
 
 RNA_SAMPLE = PROJECT / "data" / "rna_sample"
 
@@ -59,3 +62,21 @@ def test_train_py_converting_a_mesh_folder_prints_no_native_lines_and_a_closing_
     assert "test accuracy" in closing and "majority-class baseline" in closing
     assert f"run directory: {run_dir}" in closing
     assert "tensorboard --logdir" in closing
+
+
+@pytest.mark.parametrize("median_ms, expected", [
+    (None, "1 steps: median step time n/a (every step traced or compiled), compile time 2.5 s"),
+    (123.45, "2 steps: median step time 123.5 ms, compile time 2.5 s"),
+])
+def test_closing_summary_states_the_median_step_time_or_why_there_is_none(
+        caplog, median_ms, expected):
+    summary = RunSummary(
+        impl="gather_matmul", replicas=1, test_files=[], steps=1 if median_ms is None else 2,
+        wall_time_s=9.0, pid=1, median_step_time_ms=median_ms, min_step_time_ms=median_ms,
+        max_step_time_ms=median_ms, compile_time_s=2.5, num_compilations=1,
+        peak_rss_mib=1.0, eval_accuracy=0.5, eval_mean_iou=0.25,
+        eval_majority_baseline_accuracy=0.125)
+    with caplog.at_level(logging.INFO):
+        log_results("/runs/r", summary)
+    assert expected in caplog.text
+    assert "nan" not in caplog.text
