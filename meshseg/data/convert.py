@@ -33,6 +33,7 @@ from tqdm import tqdm
 
 from meshseg.cli import at_least, command, existing_dir, existing_file, output_dir
 from meshseg.config import ADJACENCY_LEVELS, POSITION_FEATURES
+from meshseg.console import start_tensorflow_quietly
 from meshseg.data import meshfiles
 from meshseg.data.adjacency import ADJACENCY_FIELDS
 from meshseg.data.derived import STORED_FEATURES, stored_features
@@ -182,6 +183,7 @@ def convert_split(
                          f"{coarsening}: features among {', '.join(STORED_FEATURES)}, "
                          "levels >= 0, coarsening > 1")
     features = stored_features(features)
+    start_tensorflow_quietly()
     from meshseg.data.records import write_records_atomically  # TF: see `_record`
 
     jobs = [dict(mesh_path=str(m), label_path=str(l), label_offset=label_offset,

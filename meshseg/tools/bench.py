@@ -27,7 +27,7 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from meshseg.cli import at_least, command, output_dir
-from meshseg.nn.ops import IMPLEMENTATIONS
+from meshseg.console import start_tensorflow_quietly
 from meshseg.tools.bench_worker import ICOSPHERE_SIZES, conv_channels
 
 MODES = ("forward", "backward", "train")
@@ -118,6 +118,11 @@ def _comma_list(kind: str, parse, choices: Optional[Sequence]):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (imports TensorFlow, without its native start-up lines,
+    for the implementations' names)."""
+    start_tensorflow_quietly()
+    from meshseg.nn.ops import IMPLEMENTATIONS
+
     parser = argparse.ArgumentParser(
         prog="meshseg-bench", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)

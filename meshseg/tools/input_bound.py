@@ -30,6 +30,7 @@ from omegaconf import DictConfig
 
 from meshseg.cli import at_least, command
 from meshseg.config import composed_config
+from meshseg.console import start_tensorflow_quietly
 from meshseg.errors import ConfigError
 
 INPUT_BOUND_RATIO = 1.05
@@ -58,6 +59,7 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, Opti
     if cfg.loop.name != "custom":
         raise ConfigError(f"loop={cfg.loop.name}: input_bound times the iterations of "
                           "loop=custom, the only loop that times them")
+    start_tensorflow_quietly()
     import tensorflow as tf
 
     from meshseg.train.distribute import set_threads

@@ -39,6 +39,7 @@ import trimesh
 
 from meshseg.cli import command, existing_dir, existing_file, output_dir
 from meshseg.config import TrainConfig
+from meshseg.console import start_tensorflow_quietly
 from meshseg.data.derived import derive
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.meshfiles import load_geometry, load_label_file
@@ -336,6 +337,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                         help="replace outputs of an earlier call in --out")
     args = parser.parse_args(argv)
     check_arguments(args.run_dir, args.meshes, args.out, args.labels_dir, args.overwrite)
+    start_tensorflow_quietly()
     result = predict_files(args.run_dir, args.meshes, args.out, args.labels_dir,
                            args.label_offset, args.overwrite)
     print(f"wrote {len(result.written)} predictions to {args.out}")

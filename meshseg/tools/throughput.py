@@ -16,6 +16,7 @@ import glob
 import time
 
 from meshseg.cli import at_least, command
+from meshseg.console import start_tensorflow_quietly
 from meshseg.errors import ConfigError, DataError
 
 
@@ -38,6 +39,7 @@ def measure_throughput(files: list[str], batch_size: int = 4, passes: int = 2,
       DataError: if the shards hold no mesh, or for a bad record (the message names the
         shard and the record).
     """
+    start_tensorflow_quietly()
     import tensorflow as tf
 
     from meshseg.data.pipeline import make_dataset

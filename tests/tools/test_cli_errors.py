@@ -20,6 +20,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from helpers.runs import CONFIG_DIR
+from meshseg.console import is_native_log_line
 from meshseg.train.rundir import RUN_CONFIG
 from meshseg.train.summary import RunSummary
 
@@ -212,6 +213,7 @@ def test_a_mistake_ends_with_one_line_naming_it_and_its_exit_status(cli_case, re
     assert result.returncode == cli_case.status, result.stderr[-3000:]
     assert all(name in errors[-1] for name in cli_case.named), errors[-1]
     assert errors[-1].startswith("error: ") or ": error: argument " in errors[-1]
+    assert [line for line in lines if is_native_log_line(line)] == []  # TensorFlow's start-up
     if cli_case.before_tensorflow:
         imported = {line.rsplit("|", 1)[-1].strip() for line in lines
                     if line.startswith("import time:")}
