@@ -290,10 +290,11 @@ COUNTS = ("steps", "eval_every", "checkpoint.every", "checkpoint.keep", "data.nu
           "data.bucket_boundaries", "model.num_weight_matrices", "model.input_channels",
           "model.conv_channels", "model.hidden_channels", "impl.timing_steps",
           "optimizer.decay_steps", "strategy.cpu_devices", "model.convs_per_level")
+MAX_THREADS = 2**31 - 1  # TensorFlow's thread counts (threads, inter_op_threads) are int32
 # The range [low, high] (high None: unbounded) of every integer setting but
 # data.label_offset (any integer) and data.augment.up_axis (`AugmentConfig.check`).
-INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, 2**31 - 1),
-                  "inter_op_threads": (0, 2**31 - 1), "summaries.meshes": (0, None),
+INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, MAX_THREADS),
+                  "inter_op_threads": (0, MAX_THREADS), "summaries.meshes": (0, None),
                   "strategy.port_base": (1, 65535), "data.levels": (0, 8),
                   "optimizer.warmup_steps": (0, None), "profile_steps": (0, None),
                   "model.output_level": (0, None),

@@ -27,11 +27,11 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from meshseg.cli import at_least, command, output_dir
+from meshseg.config import MAX_THREADS
 from meshseg.console import start_tensorflow_quietly
 from meshseg.tools.bench_worker import ICOSPHERE_SIZES, conv_channels
 
 MODES = ("forward", "backward", "train")
-MAX_THREADS = 2 ** 31 - 1  # TensorFlow's thread counts are int32
 BACKWARD_FLOP_FACTOR = 2  # backward pass ~ 2x the forward FLOPs (dL/dx and dL/dW products)
 
 
