@@ -175,6 +175,7 @@ class ModelConfig:
     dropout: float = 0.0  # feastnet_unet: dropout rate before the classifier
     output_level: int = 0  # feastnet_unet: the level the classifier runs on, carried back to 0
     input_skip: bool = False  # feastnet_unet: the inputs also feed the classifier head
+    hidden_layers: int = 1  # feastnet_unet: hidden 1x1 convolutions in the classifier head
 
 
 @dataclass
@@ -289,7 +290,8 @@ COUNTS = ("steps", "eval_every", "checkpoint.every", "checkpoint.keep", "data.nu
           "data.shuffle_buffer", "data.num_buckets", "data.pad_multiple",
           "data.bucket_boundaries", "model.num_weight_matrices", "model.input_channels",
           "model.conv_channels", "model.hidden_channels", "impl.timing_steps",
-          "optimizer.decay_steps", "strategy.cpu_devices", "model.convs_per_level")
+          "optimizer.decay_steps", "strategy.cpu_devices", "model.convs_per_level",
+          "model.hidden_layers")
 MAX_THREADS = 2**31 - 1  # TensorFlow's thread counts (threads, inter_op_threads) are int32
 # The range [low, high] (high None: unbounded) of every integer setting but
 # data.label_offset (any integer) and data.augment.up_axis (`AugmentConfig.check`).

@@ -165,8 +165,9 @@ def test_output_level_classifies_a_coarse_level_and_gives_every_mesh_vertex_its_
 
 @pytest.mark.parametrize("settings", [dict(conv_channels=()), dict(convs_per_level=0),
                                       dict(dropout=1.0), dict(output_level=3),
-                                      dict(output_level=-1)])
-def test_refuses_empty_levels_no_blocks_dropout_one_and_a_missing_output_level(settings):
+                                      dict(output_level=-1), dict(hidden_layers=0)])
+def test_refuses_empty_levels_no_blocks_dropout_one_a_missing_output_level_and_no_head(
+        settings):
     with pytest.raises(ValueError, match="FeaStUNet"):
         FeaStUNet(impl="gather_matmul", **{**SMALL_NET, **settings})
 
@@ -201,3 +202,21 @@ def test_input_skip_feeds_the_inputs_pooled_to_the_output_level_to_the_head(outp
     reference = built_net(input_skip=True, output_level=output_level, precision="float64",
                           weights=net.get_weights())
     assert_close_to_max(net(batch()).numpy(), reference(batch()).numpy(), OUTPUT_RTOL)
+
+
+def test_hidden_layers_stack_hidden_convolutions_in_the_head_and_save_with_them(tmp_path):
+    net = built_net(input_skip=True, hidden_layers=3)
+    head = {w.path.split("/")[1]: w.shape for w in net.weights
+            if "lin_hidden" in w.path and "kernel" in w.path}
+    hidden = SMALL_NET["hidden_channels"]
+    assert head == {"lin_hidden": (1, SMALL_NET["conv_channels"][0] + WIDTH, hidden),
+                    "lin_hidden2": (1, hidden, hidden), "lin_hidden3": (1, hidden, hidden)}
+    assert not any("lin_hidden2" in w.path for w in built_net().weights)
+    reference = built_net(input_skip=True, hidden_layers=3, precision="float64",
+                          weights=net.get_weights())
+    assert_close_to_max(net(batch()).numpy(), reference(batch()).numpy(), OUTPUT_RTOL)
+    path = tmp_path / "unet.keras"
+    net.save(path)
+    loaded = keras.models.load_model(path)
+    assert loaded.get_config()["hidden_layers"] == 3
+    np.testing.assert_array_equal(loaded(batch()), net(batch()))

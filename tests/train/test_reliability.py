@@ -109,6 +109,7 @@ def test_a_directory_with_foreign_outputs_is_refused_untouched(tiny_dataset, tmp
     ("steps=0", "steps must be >= 1"),
     ("data.shuffle_buffer=0", "data.shuffle_buffer must be >= 1, got 0"),
     ("model.num_weight_matrices=0", "model.num_weight_matrices must be >= 1, got 0"),
+    ("model=feastnet_unet model.hidden_layers=0", "model.hidden_layers must be >= 1, got 0"),
     ("model.conv_channels=[]",
      r"model.conv_channels must be a non-empty list of integers >= 1, got \[\]"),
     ("model.conv_channels=[8,0]", r"model.conv_channels .* >= 1, got \[8, 0\]"),
