@@ -176,6 +176,7 @@ class ModelConfig:
     output_level: int = 0  # feastnet_unet: the level the classifier runs on, carried back to 0
     input_skip: bool = False  # feastnet_unet: the inputs also feed the classifier head
     hidden_layers: int = 1  # feastnet_unet: hidden 1x1 convolutions in the classifier head
+    global_skip: bool = False  # feastnet_unet: the global mesh feature also feeds the head
 
 
 @dataclass

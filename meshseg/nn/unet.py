@@ -83,6 +83,7 @@ class FeaStUNet(keras.Model):
         decoder, l = L-1..P: unpool -> concat encoder level l -> 1x1 (conv_channels[l])
                             -> convs_per_level x block(conv_channels[l])
         [concat the inputs (input_skip)] -> hidden_layers x (Conv1D(hidden_channels) + ReLU)
+                            [the first one also given the global feature (global_skip)]
                             -> Dropout(dropout) -> Conv1D(num_classes)
         carry-back:         the logits of level P copied to every mesh vertex (`carry_back`)
 
@@ -126,6 +127,13 @@ class FeaStUNet(keras.Model):
         head, a skip connection from the input to the head as in per-point segmentation
         heads (PointNet, Qi et al., CVPR 2017): the head then sees the per-vertex
         descriptors that a per-vertex classifier gets, besides the decoder's context.
+      global_skip: also feed the global mesh feature to the classifier head, as PointNet's
+        segmentation head concatenates its global feature to every point's features. The
+        first hidden layer then computes relu(W_x x_i + W_g g + b) with g [B, C_L] the
+        mesh's feature: W_g g is one [B, hidden_channels] product per mesh, added to each
+        of its vertices, the same function as concatenating g to every vertex at no
+        per-vertex cost. It lets the head's per-vertex map depend on which mesh it is
+        in (on rna_250, near-copies of one structure in one frame; docs/results.md).
 
     Raises:
       ValueError: for empty conv_channels, convs_per_level < 1, hidden_layers < 1, dropout
@@ -137,7 +145,8 @@ class FeaStUNet(keras.Model):
                  hidden_channels: int = 128, translation_invariant: bool = True,
                  convs_per_level: int = 2, dropout: float = 0.0, xla: bool = False,
                  precision: str = "float32", input_width: int = 3, output_level: int = 0,
-                 input_skip: bool = False, hidden_layers: int = 1, **kwargs):
+                 input_skip: bool = False, hidden_layers: int = 1, global_skip: bool = False,
+                 **kwargs):
         super().__init__(**kwargs)
         if (not conv_channels or convs_per_level < 1 or hidden_layers < 1
                 or not 0 <= dropout < 1):
@@ -163,6 +172,7 @@ class FeaStUNet(keras.Model):
         self.input_width = input_width
         self.output_level = output_level
         self.input_skip = input_skip
+        self.global_skip = global_skip
 
         def blocks(level: int, part: str) -> List[ResidualFeaStBlock]:
             return [ResidualFeaStBlock(num_weight_matrices, self.conv_channels[level], impl,
@@ -178,8 +188,13 @@ class FeaStUNet(keras.Model):
         self.fuse = [keras.layers.Dense(self.conv_channels[level], name=f"fuse{level}",
                                         dtype=precision) for level in decoded]
         self.decoder = [blocks(level, "decoder") for level in decoded]
-        self.lin_hidden = PointwiseConv1D(hidden_channels, activation="relu",
+        # With global_skip the ReLU follows the sum with the global term (`_head`).
+        self.lin_hidden = PointwiseConv1D(hidden_channels,
+                                          activation=None if global_skip else "relu",
                                           name="lin_hidden", dtype=precision)
+        self.global_head = keras.layers.Dense(
+            hidden_channels, use_bias=False, name="global_head",
+            dtype=precision) if global_skip else None
         # The head's further hidden layers (none by default: checkpoints of one-layer heads
         # keep their variable paths).
         self.lin_hidden_more = [
@@ -219,8 +234,8 @@ class FeaStUNet(keras.Model):
         x = tf.reshape(x, [batch_size, sizes[coarsest], self.conv_channels[-1]])
         mask = vertex_mask(features[level_key(coarsest, "num_vertices")], sizes[coarsest])
         mesh = self.global_dense(global_pool(x, mask))  # [B, C_L]
-        mesh = tf.broadcast_to(mesh[:, tf.newaxis], tf.shape(x))
-        x = tf.reshape(tf.concat([x, mesh], axis=-1), [-1, 2 * self.conv_channels[-1]])
+        x = tf.concat([x, tf.broadcast_to(mesh[:, tf.newaxis], tf.shape(x))], axis=-1)
+        x = tf.reshape(x, [-1, 2 * self.conv_channels[-1]])
 
         for index in reversed(range(len(self.decoder))):
             level = self.output_level + index
@@ -233,6 +248,8 @@ class FeaStUNet(keras.Model):
         if self.input_skip:
             x = tf.concat([x, tf.cast(self._inputs_at(inputs, parents, sizes), x.dtype)], axis=-1)
         x = self.lin_hidden(x)
+        if self.global_head is not None:
+            x = tf.nn.relu(x + self.global_head(mesh)[:, tf.newaxis])
         for layer in self.lin_hidden_more:
             x = layer(x)
         if self.drop is not None:
@@ -266,4 +283,5 @@ class FeaStUNet(keras.Model):
                     translation_invariant=self.translation_invariant,
                     convs_per_level=self.convs_per_level, dropout=self.dropout, xla=self.xla,
                     precision=self.precision, input_width=self.input_width,
-                    output_level=self.output_level, input_skip=self.input_skip)
+                    output_level=self.output_level, input_skip=self.input_skip,
+                    global_skip=self.global_skip)

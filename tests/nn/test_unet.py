@@ -220,3 +220,23 @@ def test_hidden_layers_stack_hidden_convolutions_in_the_head_and_save_with_them(
     loaded = keras.models.load_model(path)
     assert loaded.get_config()["hidden_layers"] == 3
     np.testing.assert_array_equal(loaded(batch()), net(batch()))
+
+
+def test_global_skip_adds_a_per_mesh_term_to_the_heads_first_hidden_layer():
+    net = built_net(global_skip=True, hidden_layers=2)
+    kernel = next(w for w in net.weights if "global_head" in w.path)
+    assert kernel.shape == (SMALL_NET["conv_channels"][-1], SMALL_NET["hidden_channels"])
+    logits, gradients = logits_and_gradients(net, batch())
+    reference = built_net(global_skip=True, hidden_layers=2, precision="float64",
+                          weights=net.get_weights())
+    expected, expected_gradients = logits_and_gradients(reference, batch())
+    assert_close_to_max(logits, expected, OUTPUT_RTOL)
+    for got, want in zip(gradients, expected_gradients):
+        assert_close_to_max(got, want, GRADIENT_RTOL)
+    assert np.max(np.abs(gradients[[w.path for w in net.trainable_weights].index(
+        kernel.path)])) > 0, "the global term gets no gradient"
+    assert_close_to_max(tf.function(net, jit_compile=True)(batch()), logits, 1e-5)
+    kernel.assign(tf.zeros_like(kernel))  # without the global term: the plain head
+    plain = built_net(hidden_layers=2, weights=[w.numpy() for w in net.weights
+                                                 if w.path != kernel.path])
+    assert_close_to_max(net(batch()).numpy(), plain(batch()).numpy(), 1e-6)
