@@ -111,9 +111,9 @@ class FeaStUNet(keras.Model):
       conv_channels: channels of levels 0..L.
       hidden_channels: width of the classifier head's hidden 1x1 convolutions.
       hidden_layers: how many hidden 1x1 convolutions the head has (>= 1; 1 is the demo's
-        head). A deeper head fits a finer map from the inputs to the labels: per-vertex
-        MLPs on rna_250's xyz + xyz_fourier + hks reached 0.667, 0.720 and 0.730 test
-        accuracy after 4 epochs with one, two and three hidden layers of 256
+        head). Per-vertex MLPs on rna_250's xyz + xyz_fourier + hks reached 0.667, 0.720
+        and 0.730 test accuracy after 4 epochs with one, two and three hidden layers of
+        256, but this network with three was no better than with one after 1100 steps
         (docs/results.md).
       translation_invariant: tie v = -u in every graph convolution.
       convs_per_level: blocks per level in the encoder, and again in the decoder.
