@@ -188,7 +188,7 @@ class FeaStUNet(keras.Model):
         self.fuse = [keras.layers.Dense(self.conv_channels[level], name=f"fuse{level}",
                                         dtype=precision) for level in decoded]
         self.decoder = [blocks(level, "decoder") for level in decoded]
-        # With global_skip the ReLU follows the sum with the global term (`_head`).
+        # With global_skip the ReLU follows the sum with the global term (in `call`).
         self.lin_hidden = PointwiseConv1D(hidden_channels,
                                           activation=None if global_skip else "relu",
                                           name="lin_hidden", dtype=precision)

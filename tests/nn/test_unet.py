@@ -205,20 +205,20 @@ def test_input_skip_feeds_the_inputs_pooled_to_the_output_level_to_the_head(outp
 
 
 def test_hidden_layers_stack_hidden_convolutions_in_the_head_and_save_with_them(tmp_path):
-    net = built_net(input_skip=True, hidden_layers=3)
+    net = built_net(input_skip=True, hidden_layers=3, global_skip=True)
     head = {w.path.split("/")[1]: w.shape for w in net.weights
             if "lin_hidden" in w.path and "kernel" in w.path}
     hidden = SMALL_NET["hidden_channels"]
     assert head == {"lin_hidden": (1, SMALL_NET["conv_channels"][0] + WIDTH, hidden),
                     "lin_hidden2": (1, hidden, hidden), "lin_hidden3": (1, hidden, hidden)}
     assert not any("lin_hidden2" in w.path for w in built_net().weights)
-    reference = built_net(input_skip=True, hidden_layers=3, precision="float64",
-                          weights=net.get_weights())
+    reference = built_net(input_skip=True, hidden_layers=3, global_skip=True,
+                          precision="float64", weights=net.get_weights())
     assert_close_to_max(net(batch()).numpy(), reference(batch()).numpy(), OUTPUT_RTOL)
     path = tmp_path / "unet.keras"
     net.save(path)
     loaded = keras.models.load_model(path)
-    assert loaded.get_config()["hidden_layers"] == 3
+    assert loaded.get_config() == net.get_config()
     np.testing.assert_array_equal(loaded(batch()), net(batch()))
 
 
