@@ -188,10 +188,8 @@ class FeaStUNet(keras.Model):
         self.fuse = [keras.layers.Dense(self.conv_channels[level], name=f"fuse{level}",
                                         dtype=precision) for level in decoded]
         self.decoder = [blocks(level, "decoder") for level in decoded]
-        # With global_skip the ReLU follows the sum with the global term (in `call`).
-        self.lin_hidden = PointwiseConv1D(hidden_channels,
-                                          activation=None if global_skip else "relu",
-                                          name="lin_hidden", dtype=precision)
+        # Its ReLU follows the sum with the global term (global_skip), in `call`.
+        self.lin_hidden = PointwiseConv1D(hidden_channels, name="lin_hidden", dtype=precision)
         self.global_head = keras.layers.Dense(
             hidden_channels, use_bias=False, name="global_head",
             dtype=precision) if global_skip else None
@@ -249,7 +247,8 @@ class FeaStUNet(keras.Model):
             x = tf.concat([x, tf.cast(self._inputs_at(inputs, parents, sizes), x.dtype)], axis=-1)
         x = self.lin_hidden(x)
         if self.global_head is not None:
-            x = tf.nn.relu(x + self.global_head(mesh)[:, tf.newaxis])
+            x = x + self.global_head(mesh)[:, tf.newaxis]
+        x = tf.nn.relu(x)
         for layer in self.lin_hidden_more:
             x = layer(x)
         if self.drop is not None:

@@ -112,7 +112,8 @@ def test_compiles_once_per_padded_shape():
 
 
 def test_keras_save_and_load_gives_identical_logits(tmp_path):
-    net = built_net("block_sparse", dropout=0.2, convs_per_level=2)
+    net = built_net("block_sparse", dropout=0.2, convs_per_level=2, input_skip=True,
+                    hidden_layers=3, global_skip=True)
     path = tmp_path / "unet.keras"
     net.save(path)
     loaded = keras.models.load_model(path)
@@ -204,7 +205,7 @@ def test_input_skip_feeds_the_inputs_pooled_to_the_output_level_to_the_head(outp
     assert_close_to_max(net(batch()).numpy(), reference(batch()).numpy(), OUTPUT_RTOL)
 
 
-def test_hidden_layers_stack_hidden_convolutions_in_the_head_and_save_with_them(tmp_path):
+def test_hidden_layers_stack_hidden_convolutions_in_the_head():
     net = built_net(input_skip=True, hidden_layers=3, global_skip=True)
     head = {w.path.split("/")[1]: w.shape for w in net.weights
             if "lin_hidden" in w.path and "kernel" in w.path}
@@ -215,11 +216,6 @@ def test_hidden_layers_stack_hidden_convolutions_in_the_head_and_save_with_them(
     reference = built_net(input_skip=True, hidden_layers=3, global_skip=True,
                           precision="float64", weights=net.get_weights())
     assert_close_to_max(net(batch()).numpy(), reference(batch()).numpy(), OUTPUT_RTOL)
-    path = tmp_path / "unet.keras"
-    net.save(path)
-    loaded = keras.models.load_model(path)
-    assert loaded.get_config() == net.get_config()
-    np.testing.assert_array_equal(loaded(batch()), net(batch()))
 
 
 def test_global_skip_adds_a_per_mesh_term_to_the_heads_first_hidden_layer():
