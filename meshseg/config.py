@@ -177,6 +177,7 @@ class ModelConfig:
     input_skip: bool = False  # feastnet_unet: the inputs also feed the classifier head
     hidden_layers: int = 1  # feastnet_unet: hidden 1x1 convolutions in the classifier head
     global_skip: bool = False  # feastnet_unet: the global mesh feature also feeds the head
+    global_scale: bool = False  # feastnet_unet: ... and scales its first hidden layer (FiLM)
 
 
 @dataclass

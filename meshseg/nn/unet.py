@@ -83,7 +83,8 @@ class FeaStUNet(keras.Model):
         decoder, l = L-1..P: unpool -> concat encoder level l -> 1x1 (conv_channels[l])
                             -> convs_per_level x block(conv_channels[l])
         [concat the inputs (input_skip)] -> hidden_layers x (Conv1D(hidden_channels) + ReLU)
-                            [the first one also given the global feature (global_skip)]
+                            [the first one also given the global feature (global_skip,
+                            global_scale)]
                             -> Dropout(dropout) -> Conv1D(num_classes)
         carry-back:         the logits of level P copied to every mesh vertex (`carry_back`)
 
@@ -134,6 +135,12 @@ class FeaStUNet(keras.Model):
         of its vertices, the same function as concatenating g to every vertex at no
         per-vertex cost. It lets the head's per-vertex map depend on which mesh it is
         in (on rna_250, near-copies of one structure in one frame; docs/results.md).
+      global_scale: also scale the first hidden layer's pre-activation per mesh and
+        channel by 1 + W_s g, feature-wise linear modulation (FiLM, Perez et al., AAAI
+        2018): with global_skip, relu((1 + W_s g) * (W_x x_i + b) + W_g g). W_s [C_L,
+        hidden_channels] starts at zero, so the network starts as it would without it;
+        the global feature can then also change the slope of the head's map, not only
+        shift it.
 
     Raises:
       ValueError: for empty conv_channels, convs_per_level < 1, hidden_layers < 1, dropout
@@ -146,7 +153,7 @@ class FeaStUNet(keras.Model):
                  convs_per_level: int = 2, dropout: float = 0.0, xla: bool = False,
                  precision: str = "float32", input_width: int = 3, output_level: int = 0,
                  input_skip: bool = False, hidden_layers: int = 1, global_skip: bool = False,
-                 **kwargs):
+                 global_scale: bool = False, **kwargs):
         super().__init__(**kwargs)
         if (not conv_channels or convs_per_level < 1 or hidden_layers < 1
                 or not 0 <= dropout < 1):
@@ -173,6 +180,7 @@ class FeaStUNet(keras.Model):
         self.output_level = output_level
         self.input_skip = input_skip
         self.global_skip = global_skip
+        self.global_scale = global_scale
 
         def blocks(level: int, part: str) -> List[ResidualFeaStBlock]:
             return [ResidualFeaStBlock(num_weight_matrices, self.conv_channels[level], impl,
@@ -188,11 +196,14 @@ class FeaStUNet(keras.Model):
         self.fuse = [keras.layers.Dense(self.conv_channels[level], name=f"fuse{level}",
                                         dtype=precision) for level in decoded]
         self.decoder = [blocks(level, "decoder") for level in decoded]
-        # Its ReLU follows the sum with the global term (global_skip), in `call`.
+        # Its ReLU follows the global terms (global_skip, global_scale), in `call`.
         self.lin_hidden = PointwiseConv1D(hidden_channels, name="lin_hidden", dtype=precision)
         self.global_head = keras.layers.Dense(
             hidden_channels, use_bias=False, name="global_head",
             dtype=precision) if global_skip else None
+        self.global_scale_head = keras.layers.Dense(
+            hidden_channels, use_bias=False, kernel_initializer="zeros",
+            name="global_scale_head", dtype=precision) if global_scale else None
         # The head's further hidden layers (none by default: checkpoints of one-layer heads
         # keep their variable paths).
         self.lin_hidden_more = [
@@ -246,6 +257,8 @@ class FeaStUNet(keras.Model):
         if self.input_skip:
             x = tf.concat([x, tf.cast(self._inputs_at(inputs, parents, sizes), x.dtype)], axis=-1)
         x = self.lin_hidden(x)
+        if self.global_scale_head is not None:
+            x = x * (1.0 + self.global_scale_head(mesh)[:, tf.newaxis])
         if self.global_head is not None:
             x = x + self.global_head(mesh)[:, tf.newaxis]
         x = tf.nn.relu(x)
@@ -283,4 +296,4 @@ class FeaStUNet(keras.Model):
                     convs_per_level=self.convs_per_level, dropout=self.dropout, xla=self.xla,
                     precision=self.precision, input_width=self.input_width,
                     output_level=self.output_level, input_skip=self.input_skip,
-                    global_skip=self.global_skip)
+                    global_skip=self.global_skip, global_scale=self.global_scale)

@@ -46,7 +46,7 @@ def test_feastnet_unet_is_built_from_its_conf(tmp_path):
     config = net.get_config()
     for key in ("num_weight_matrices", "input_channels", "conv_channels", "hidden_channels",
                 "translation_invariant", "convs_per_level", "dropout", "output_level",
-                "input_skip", "hidden_layers", "global_skip"):
+                "input_skip", "hidden_layers", "global_skip", "global_scale"):
         assert config[key] == model[key], key
     net.build_from_config({})
     net.save(tmp_path / "unet.keras")

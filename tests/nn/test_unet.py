@@ -113,7 +113,7 @@ def test_compiles_once_per_padded_shape():
 
 def test_keras_save_and_load_gives_identical_logits(tmp_path):
     net = built_net("block_sparse", dropout=0.2, convs_per_level=2, input_skip=True,
-                    hidden_layers=3, global_skip=True)
+                    hidden_layers=3, global_skip=True, global_scale=True)
     path = tmp_path / "unet.keras"
     net.save(path)
     loaded = keras.models.load_model(path)
@@ -236,3 +236,22 @@ def test_global_skip_adds_a_per_mesh_term_to_the_heads_first_hidden_layer():
     plain = built_net(hidden_layers=2, weights=[w.numpy() for w in net.weights
                                                  if w.path != kernel.path])
     assert_close_to_max(net(batch()).numpy(), plain(batch()).numpy(), 1e-6)
+
+
+def test_global_scale_modulates_the_heads_first_hidden_layer_per_mesh():
+    net = built_net(global_skip=True, global_scale=True)
+    kernel = next(w for w in net.weights if "global_scale_head" in w.path)
+    assert kernel.shape == (SMALL_NET["conv_channels"][-1], SMALL_NET["hidden_channels"])
+    additive = built_net(global_skip=True, weights=[w.numpy() for w in net.weights
+                                                    if w.path != kernel.path])
+    assert_close_to_max(net(batch()).numpy(), additive(batch()).numpy(), 1e-6)  # starts at 0
+    kernel.assign(np.random.default_rng(5).normal(scale=0.3, size=kernel.shape))
+    logits, gradients = logits_and_gradients(net, batch())
+    assert np.max(np.abs(logits - additive(batch()).numpy())) > 1e-3, "the scale changes nothing"
+    reference = built_net(global_skip=True, global_scale=True, precision="float64",
+                          weights=net.get_weights())
+    expected, expected_gradients = logits_and_gradients(reference, batch())
+    assert_close_to_max(logits, expected, OUTPUT_RTOL)
+    for got, want in zip(gradients, expected_gradients):
+        assert_close_to_max(got, want, GRADIENT_RTOL)
+    assert_close_to_max(tf.function(net, jit_compile=True)(batch()), logits, 1e-5)
