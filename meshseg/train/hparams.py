@@ -32,7 +32,9 @@ HPARAM_KEYS = {
     "impl": "impl", "jit": "jit", "loop": "loop", "batch_size": "batch size",
     "learning_rate": "learning rate", "model": "model", "num_weight_matrices": "weight matrices W",
     "input_channels": "input channels", "conv_channels": "conv channels",
-    "hidden_channels": "hidden channels", "data": "data set",
+    "hidden_channels": "hidden channels", "hidden_layers": "hidden layers",
+    "input_skip": "input skip", "global_skip": "global skip", "global_scale": "global scale",
+    "dropout": "dropout", "data": "data set", "features": "features", "steps": "steps",
 }
 # RunSummary field -> metric column title; each is also the tag of a scalar in `run_dir`.
 METRIC_KEYS = {
@@ -62,12 +64,14 @@ def hparam_value(value) -> HParamValue:
 def run_hparams(config: TrainConfig, summary: RunSummary) -> Dict[str, HParamValue]:
     """The values of `HPARAM_KEYS` for one run, converted by `hparam_value`: the
     implementation that trained (`summary.impl`), jit, loop, batch size, learning rate, the
-    network (`model.name`) and its sizes, and the data set's name."""
+    network (`model.name`), its sizes and head settings (the demo's are the defaults it
+    ignores), the data set's name, its input features and the steps."""
     values = {"impl": summary.impl, "jit": config.jit, "loop": config.loop.name,
               "batch_size": config.data.batch_size,
               "learning_rate": config.optimizer.learning_rate,
               **dataclasses.asdict(config.model), "model": config.model.name,
-              "data": config.data.name}
+              "data": config.data.name, "features": config.data.features,
+              "steps": config.steps}
     return {key: hparam_value(values[key]) for key in HPARAM_KEYS}
 
 

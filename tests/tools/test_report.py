@@ -102,4 +102,6 @@ def test_run_hparams_take_settings_from_the_config_and_the_impl_from_the_summary
     assert run_hparams(run.config, run.summary) == {
         "impl": "gather_matmul", "jit": False, "loop": "custom", "batch_size": 2,
         "learning_rate": 1e-3, "model": "demo", "num_weight_matrices": 4, "input_channels": 8,
-        "conv_channels": "8,8,16", "hidden_channels": 16, "data": "tfrecords"}
+        "conv_channels": "8,8,16", "hidden_channels": 16, "hidden_layers": 1,
+        "input_skip": False, "global_skip": False, "global_scale": False, "dropout": 0.0,
+        "data": "tfrecords", "features": "xyz", "steps": 3}
