@@ -36,6 +36,7 @@ XLA_FORMULATION = {
     "sparse_matmul": "gather + unsorted_segment_sum instead of SparseTensorDenseMatMul",
     "block_sparse": "gather + unsorted_segment_sum instead of SparseTensorDenseMatMul",
     "gather_matmul": "the same ops (all have XLA kernels), with a static neighbour-table width; "
+                     "the per-vertex [W, K] x [K, C] products as a product summed over K, and "
                      "the backward's reverse-slot sums as gather + sum, which XLA fuses",
 }
 

@@ -40,8 +40,10 @@ def gather_matmul(data: tf.Tensor, neighbors: Union[tf.SparseTensor, NeighborTab
         or a `NeighborTable` ([V, K], with its overflow rows), used as it is.
       sizes: optional int tensor [A1, ..., An] of true vertex counts (padded batches).
       var_u, var_v: [C, W]; var_c: [W]; var_w: [W, C, D]; var_b: [D].
-      xla: the ops are the same either way (all have XLA kernels), but under XLA a
-        SparseTensor needs a static table width: pass `max_degree`.
+      xla: the formulation for `tf.function(jit_compile=True)`: the per-vertex
+        [W, K] x [K, C] products become a product summed over K (`_combine`), and the
+        backward's reverse-slot sums a gather and a sum; a SparseTensor needs a static
+        table width: pass `max_degree`.
       max_degree: a fixed table width K for a SparseTensor, without overflow rows (XLA
         needs static shapes); if a vertex has more neighbours, the output is NaN (never
         a silently truncated neighbourhood). Default: `meshseg.batch.table_width`, found
@@ -85,7 +87,7 @@ def _feast(x, table: NeighborTable, var_u, var_v, var_c, var_w, var_b, xla: bool
     # Overflow rows go through W before they are added to their vertex: [O, D], not [V, W, C].
     centers = table.overflow_centers
     z_overflow = _aggregate(x, tf.gather(s, centers), t, table.overflow_neighbors,
-                            table.overflow_weights)  # [O, W, C]
+                            table.overflow_weights, xla)  # [O, W, C]
     y_overflow = tf.matmul(tf.reshape(z_overflow, [-1, num_weights * num_in]), w_flat)
     return tf.tensor_scatter_nd_add(y, centers[:, tf.newaxis], y_overflow)
 
@@ -121,7 +123,7 @@ def _aggregate_main_rows(x, s, t, table: NeighborTable, xla: bool):
         softmax_dtype = _softmax_dtype(x)
         q, coef = _coefficients(x, s, t, neighbors, weights)
         x_neighbors = tf.gather(x, neighbors)  # [V, K, C]
-        z = tf.matmul(tf.cast(coef, x.dtype), x_neighbors, transpose_a=True)  # [V, W, C]
+        z = _combine(tf.cast(coef, x.dtype), x_neighbors, xla)  # [V, W, C]
 
         def grad(dz):
             with tf.name_scope("feast_gradient"):
@@ -157,8 +159,20 @@ def _coefficients(x, s_rows, t, neighbors, weights):
     return q, tf.cast(weights, softmax_dtype)[..., tf.newaxis] * q
 
 
-def _aggregate(x, s_rows, t, neighbors, weights):
+def _aggregate(x, s_rows, t, neighbors, weights, xla: bool):
     """z_r = sum_k a_rk q(x_i, x_k) x_k^T of each table row r, [R, W, C] (arguments as
     `_coefficients`)."""
     _, coef = _coefficients(x, s_rows, t, neighbors, weights)
-    return tf.matmul(tf.cast(coef, x.dtype), tf.gather(x, neighbors), transpose_a=True)
+    return _combine(tf.cast(coef, x.dtype), tf.gather(x, neighbors), xla)
+
+
+def _combine(coef, x_neighbors, xla: bool):
+    """z[r, m] = sum_k coef[r, k, m] x_neighbors[r, k], [R, W, C], for coef [R, K, W] and
+    x_neighbors [R, K, C]: per row a [W, K] x [K, C] product. TensorFlow runs it as a
+    batched matmul. XLA's CPU dot for a batch of products that contract over so few
+    terms (K is about 7) took 2.5-6x as long as a broadcast product summed over K, which
+    XLA emits as one fused loop without the [R, K, W, C] product (batch 8 x 10,242
+    vertices, C = 16 and 64; docs/performance.md), so under XLA it is that."""
+    if xla:
+        return tf.reduce_sum(coef[..., tf.newaxis] * x_neighbors[:, :, tf.newaxis, :], axis=1)
+    return tf.matmul(coef, x_neighbors, transpose_a=True)
