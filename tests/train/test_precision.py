@@ -45,6 +45,22 @@ def test_a_mixed_precision_layer_matches_float32(impl, policy, ring_graph):
     assert error < TOLERANCE[policy]
 
 
+@pytest.mark.parametrize("policy", sorted(TOLERANCE))
+def test_a_mixed_precision_table_layer_under_xla_matches_float32(policy, ring_graph):
+    """gather_matmul's XLA formulation (the per-vertex products summed over K) keeps the
+    low-precision layer as close to float32 as its eager one."""
+    data, _, table = ring_graph
+    reference = FeatureSteeredConvolution(4, 6, impl="gather_matmul", xla=True)
+    expected = tf.function(reference, jit_compile=True)(data, table)
+    mixed = FeatureSteeredConvolution(4, 6, impl="gather_matmul", xla=True, dtype=policy)
+    mixed(data, table)
+    mixed.set_weights(reference.get_weights())
+    got = tf.function(mixed, jit_compile=True)(data, table)
+    assert got.dtype == policy.split("_")[1]
+    error = np.max(np.abs(tf.cast(got, tf.float32) - expected)) / np.max(np.abs(expected))
+    assert error < TOLERANCE[policy]
+
+
 @pytest.mark.parametrize("precision", ["mixed_float16", "mixed_bfloat16"])
 def test_mixed_precision_runs_train_and_stay_finite(precision, tiny_dataset, tmp_path):
     summary = train_tiny(tiny_config(tiny_dataset, f"precision={precision}", "steps=6",

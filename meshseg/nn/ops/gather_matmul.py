@@ -123,7 +123,7 @@ def _aggregate_main_rows(x, s, t, table: NeighborTable, xla: bool):
         softmax_dtype = _softmax_dtype(x)
         q, coef = _coefficients(x, s, t, neighbors, weights)
         x_neighbors = tf.gather(x, neighbors)  # [V, K, C]
-        z = _combine(tf.cast(coef, x.dtype), x_neighbors, xla)  # [V, W, C]
+        z = _combine(coef, x_neighbors, xla)  # [V, W, C]
 
         def grad(dz):
             with tf.name_scope("feast_gradient"):
@@ -163,16 +163,18 @@ def _aggregate(x, s_rows, t, neighbors, weights, xla: bool):
     """z_r = sum_k a_rk q(x_i, x_k) x_k^T of each table row r, [R, W, C] (arguments as
     `_coefficients`)."""
     _, coef = _coefficients(x, s_rows, t, neighbors, weights)
-    return _combine(tf.cast(coef, x.dtype), tf.gather(x, neighbors), xla)
+    return _combine(coef, tf.gather(x, neighbors), xla)
 
 
 def _combine(coef, x_neighbors, xla: bool):
-    """z[r, m] = sum_k coef[r, k, m] x_neighbors[r, k], [R, W, C], for coef [R, K, W] and
-    x_neighbors [R, K, C]: per row a [W, K] x [K, C] product. TensorFlow runs it as a
-    batched matmul. XLA's CPU dot for a batch of products that contract over so few
-    terms (K is about 7) took 2.5-6x as long as a broadcast product summed over K, which
-    XLA emits as one fused loop without the [R, K, W, C] product (batch 8 x 10,242
-    vertices, C = 16 and 64; docs/performance.md), so under XLA it is that."""
+    """z[r, m] = sum_k coef[r, k, m] x_neighbors[r, k], [R, W, C] of x_neighbors' dtype, for
+    coef [R, K, W] (in the softmax dtype) and x_neighbors [R, K, C]: per row a [W, K] x
+    [K, C] product. TensorFlow runs it as a batched matmul. XLA's CPU dot for a batch of
+    products that contract over so few terms (K is about 7) took 2.5-6x as long as a
+    broadcast product summed over K, which XLA emits as one fused loop without the
+    [R, K, W, C] product (batch 8 x 10,242 vertices, C = 16 and 64; docs/performance.md),
+    so under XLA it is that, summed in coef's dtype (at least float32)."""
     if xla:
-        return tf.reduce_sum(coef[..., tf.newaxis] * x_neighbors[:, :, tf.newaxis, :], axis=1)
-    return tf.matmul(coef, x_neighbors, transpose_a=True)
+        products = coef[..., tf.newaxis] * tf.cast(x_neighbors, coef.dtype)[:, :, tf.newaxis, :]
+        return tf.cast(tf.reduce_sum(products, axis=1), x_neighbors.dtype)
+    return tf.matmul(tf.cast(coef, x_neighbors.dtype), x_neighbors, transpose_a=True)
