@@ -170,7 +170,7 @@ def _combine(coef, x_neighbors, xla: bool):
     """z[r, m] = sum_k coef[r, k, m] x_neighbors[r, k], [R, W, C] of x_neighbors' dtype, for
     coef [R, K, W] (in the softmax dtype) and x_neighbors [R, K, C]: per row a [W, K] x
     [K, C] product. TensorFlow runs it as a batched matmul. XLA's CPU dot for a batch of
-    products that contract over so few terms (K is about 7) took 2.5-6x as long as a
+    products that contract over so few terms (K is about 7) took 2-6x as long as a
     broadcast product summed over K, which XLA emits as one fused loop without the
     [R, K, W, C] product (batch 8 x 10,242 vertices, C = 16 and 64; docs/performance.md),
     so under XLA it is that, summed in coef's dtype (at least float32)."""
