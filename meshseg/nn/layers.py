@@ -1,5 +1,5 @@
-"""Keras layers: the feature-steered graph convolution with a selectable implementation, and
-the per-vertex 1x1 convolution as one matmul."""
+"""Keras layers: the feature-steered graph convolution with a selectable implementation,
+the per-vertex 1x1 convolution as one matmul, and a dropout whose mask XLA draws fast."""
 
 from typing import Optional, Union
 
@@ -150,3 +150,43 @@ class PointwiseConv1D(keras.layers.Conv1D):
             flat = flat + tf.cast(self.bias, inputs.dtype)
         outputs = tf.reshape(flat, tf.concat([tf.shape(inputs)[:-1], [self.filters]], axis=0))
         return self.activation(outputs)
+
+
+@keras.saving.register_keras_serializable(package="meshseg")
+class PhiloxDropout(keras.layers.Dropout):
+    """`keras.layers.Dropout` whose mask is drawn by the Philox generator, named explicitly.
+
+    Keras draws the mask with `tf.nn.experimental.stateless_dropout`, i.e.
+    `tf.random.stateless_uniform` with its default algorithm ("auto_select"). Under XLA on
+    CPU that took 1.17-1.30 s for a [30,720, 128] mask, against 28 ms for the same call with
+    `alg="philox"` (15-22 ms either way without XLA): 64% of the multi-scale network's
+    step under `jit=true` went to it (docs/performance.md). The layer, its seed generator
+    and its variables are Dropout's; only the generator differs, so masks differ from
+    Keras' for the same seed, and are as reproducible.
+
+    Call: float [A1, ..., An, C] -> the same shape: in training, each entry zeroed with
+    probability `rate` and the others scaled by 1 / (1 - rate); unchanged otherwise.
+
+    Args:
+      rate: the probability in [0, 1) of zeroing an entry.
+      **kwargs: as for `keras.layers.Dropout` (name, dtype, seed), without `noise_shape`.
+
+    Raises:
+      ValueError: for a `noise_shape` (the mask always has the input's shape), or (from
+        Keras) a rate outside [0, 1].
+    """
+
+    def __init__(self, rate: float, **kwargs):
+        if kwargs.get("noise_shape") is not None:
+            raise ValueError("PhiloxDropout draws one mask entry per input entry; "
+                             "noise_shape is not supported")
+        super().__init__(rate, **kwargs)
+
+    def call(self, inputs, training=False):
+        if not training or self.rate == 0:
+            return inputs
+        seed = tf.cast(self.seed_generator.next(), tf.int64)
+        uniform = tf.random.stateless_uniform(tf.shape(inputs), seed, alg="philox")
+        keep = uniform >= self.rate
+        return tf.where(keep, inputs / tf.cast(1.0 - self.rate, inputs.dtype),
+                        tf.zeros_like(inputs))

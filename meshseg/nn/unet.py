@@ -7,7 +7,7 @@ import keras
 import tensorflow as tf
 
 from meshseg.batch import level_key
-from meshseg.nn.layers import FeatureSteeredConvolution, PointwiseConv1D
+from meshseg.nn.layers import FeatureSteeredConvolution, PhiloxDropout, PointwiseConv1D
 from meshseg.nn.model import graph_neighbors, one_triangle
 from meshseg.nn.pooling import carry_back, global_pool, mean_pool, unpool, vertex_mask
 
@@ -209,7 +209,7 @@ class FeaStUNet(keras.Model):
         self.lin_hidden_more = [
             PointwiseConv1D(hidden_channels, activation="relu", name=f"lin_hidden{index}",
                             dtype=precision) for index in range(2, hidden_layers + 1)]
-        self.drop = keras.layers.Dropout(dropout, name="dropout") if dropout > 0 else None
+        self.drop = PhiloxDropout(dropout, name="dropout") if dropout > 0 else None
         self.lin_out = PointwiseConv1D(
             num_classes, name="lin_out",
             dtype="float64" if precision == "float64" else "float32")
