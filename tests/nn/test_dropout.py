@@ -56,6 +56,15 @@ def test_low_precision_inputs_keep_their_dtype():
     assert set(np.unique(y.numpy())) <= {0.0, np.float16(1 / (1 - RATE))}
 
 
+def test_rate_one_zeroes_everything_with_a_zero_gradient():
+    x = tf.random.normal([20, 3])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = PhiloxDropout(1.0)(x, training=True)
+    np.testing.assert_array_equal(y, np.zeros([20, 3]))
+    np.testing.assert_array_equal(tape.gradient(y, x), np.zeros([20, 3]))
+
+
 def test_a_noise_shape_is_refused():
     with pytest.raises(ValueError, match="noise_shape"):
         PhiloxDropout(RATE, noise_shape=(None, 1))
