@@ -214,6 +214,7 @@ def test_test_meshes_that_are_training_meshes_are_counted_or_refused(tiny_datase
 
 
 
+@pytest.mark.skipif(not HUMAN_PARTS.is_dir(), reason=f"{HUMAN_PARTS} is absent")
 def test_entry_patterns_train_on_one_remeshing_and_test_on_the_other(tmp_path):
     cfg = _config("experiment=human_parts", f"data.root={HUMAN_PARTS}",
                   f"data.cache_dir={tmp_path / 'cache'}", "data.features=[xyz]",
@@ -225,6 +226,7 @@ def test_entry_patterns_train_on_one_remeshing_and_test_on_the_other(tmp_path):
     assert int(tf.reduce_min(next(iter(test_ds))[0]["num_vertices"])) > 10000
 
 
+@pytest.mark.skipif(not HUMAN_PARTS.is_dir(), reason=f"{HUMAN_PARTS} is absent")
 def test_an_entry_pattern_that_matches_nothing_is_a_config_error(tmp_path):
     cfg = _config("experiment=human_parts", f"data.root={HUMAN_PARTS}",
                   f"data.cache_dir={tmp_path / 'cache'}", "data.test_entries=meshes/nope/*").data
