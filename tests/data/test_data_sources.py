@@ -18,6 +18,8 @@ from meshseg.data.sources import build_datasets
 from meshseg.errors import ConfigError, DataError
 
 HUMAN_PARTS = PROJECT.parent / "shared" / "data" / "human_parts"
+NEEDS_HUMAN_PARTS = pytest.mark.skipif(not HUMAN_PARTS.is_dir(),
+                                       reason=f"{HUMAN_PARTS} is absent")
 
 
 def _config(*overrides):
@@ -94,7 +96,7 @@ def test_human_parts_experiment_composes_with_8_classes_and_24_by_override():
     assert cfg.data.cache_dir == "data/cache/human_parts_smpl24_xyz-normals-hks_l3"
 
 
-@pytest.mark.skipif(not HUMAN_PARTS.is_dir(), reason=f"{HUMAN_PARTS} is absent")
+@NEEDS_HUMAN_PARTS
 def test_human_parts_converts_to_a_cache_and_yields_8_class_batches(tmp_path):
     # One coarser level, xyz only: the HKS of 40 meshes would take minutes without the
     # descriptor cache (tests/data/test_data_features.py covers stored features).
@@ -214,7 +216,7 @@ def test_test_meshes_that_are_training_meshes_are_counted_or_refused(tiny_datase
 
 
 
-@pytest.mark.skipif(not HUMAN_PARTS.is_dir(), reason=f"{HUMAN_PARTS} is absent")
+@NEEDS_HUMAN_PARTS
 def test_entry_patterns_train_on_one_remeshing_and_test_on_the_other(tmp_path):
     cfg = _config("experiment=human_parts", f"data.root={HUMAN_PARTS}",
                   f"data.cache_dir={tmp_path / 'cache'}", "data.features=[xyz]",
@@ -226,7 +228,7 @@ def test_entry_patterns_train_on_one_remeshing_and_test_on_the_other(tmp_path):
     assert int(tf.reduce_min(next(iter(test_ds))[0]["num_vertices"])) > 10000
 
 
-@pytest.mark.skipif(not HUMAN_PARTS.is_dir(), reason=f"{HUMAN_PARTS} is absent")
+@NEEDS_HUMAN_PARTS
 def test_an_entry_pattern_that_matches_nothing_is_a_config_error(tmp_path):
     cfg = _config("experiment=human_parts", f"data.root={HUMAN_PARTS}",
                   f"data.cache_dir={tmp_path / 'cache'}", "data.test_entries=meshes/nope/*").data

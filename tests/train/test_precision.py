@@ -28,20 +28,28 @@ def ring_graph():
     return data, sparse, table
 
 
-@pytest.mark.parametrize("policy", sorted(TOLERANCE))
-@pytest.mark.parametrize("impl", sorted(IMPLEMENTATIONS))
-def test_a_mixed_precision_layer_matches_float32(impl, policy, ring_graph):
+def mixed_against_eager_float32(impl, policy, ring_graph, xla):
+    """(mixed layer, its output, its largest error relative to the largest float32 value):
+    a `policy` layer with the weights of an eager float32 one, called eagerly, or under
+    `tf.function(jit_compile=True)` with its XLA formulation for `xla`."""
     data, sparse, table = ring_graph
     neighbors = table if impl in NEIGHBOR_TABLE_IMPLS else sparse
     reference = FeatureSteeredConvolution(4, 6, impl=impl)
     expected = reference(data, neighbors)
-    mixed = FeatureSteeredConvolution(4, 6, impl=impl, dtype=policy)
+    mixed = FeatureSteeredConvolution(4, 6, impl=impl, xla=xla, dtype=policy)
     mixed(data, neighbors)
     mixed.set_weights(reference.get_weights())
-    got = mixed(data, neighbors)
+    got = (tf.function(mixed, jit_compile=True) if xla else mixed)(data, neighbors)
+    error = np.max(np.abs(tf.cast(got, tf.float32) - expected)) / np.max(np.abs(expected))
+    return mixed, got, error
+
+
+@pytest.mark.parametrize("policy", sorted(TOLERANCE))
+@pytest.mark.parametrize("impl", sorted(IMPLEMENTATIONS))
+def test_a_mixed_precision_layer_matches_float32(impl, policy, ring_graph):
+    mixed, got, error = mixed_against_eager_float32(impl, policy, ring_graph, xla=False)
     assert mixed.var_u.dtype == "float32"
     assert got.dtype == policy.split("_")[1]
-    error = np.max(np.abs(tf.cast(got, tf.float32) - expected)) / np.max(np.abs(expected))
     assert error < TOLERANCE[policy]
 
 
@@ -50,15 +58,8 @@ def test_a_mixed_precision_table_layer_under_xla_matches_eager_float32(policy, r
     """gather_matmul's XLA formulation (the per-vertex products summed over K, in float32)
     in low precision stays as close to the eager float32 layer (a batched matmul) as the
     eager low-precision layer does."""
-    data, _, table = ring_graph
-    reference = FeatureSteeredConvolution(4, 6, impl="gather_matmul")
-    expected = reference(data, table)
-    mixed = FeatureSteeredConvolution(4, 6, impl="gather_matmul", xla=True, dtype=policy)
-    mixed(data, table)
-    mixed.set_weights(reference.get_weights())
-    got = tf.function(mixed, jit_compile=True)(data, table)
+    _, got, error = mixed_against_eager_float32("gather_matmul", policy, ring_graph, xla=True)
     assert got.dtype == policy.split("_")[1]
-    error = np.max(np.abs(tf.cast(got, tf.float32) - expected)) / np.max(np.abs(expected))
     assert error < TOLERANCE[policy]
 
 
