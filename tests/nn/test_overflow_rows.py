@@ -7,7 +7,7 @@ import tensorflow as tf
 import trimesh
 
 from helpers.graphs import assert_close_to_max, feast_numpy, mesh_batch, random_variables
-from meshseg.batch import table_from_edges
+from meshseg.batch import NeighborTable, table_from_edges
 from meshseg.nn.model import MeshSegmentationNet
 from meshseg.nn.ops.gather_matmul import gather_matmul
 
@@ -59,3 +59,28 @@ def test_a_net_on_a_batch_with_overflow_rows_matches_the_reference_implementatio
     logits = tf.function(net, jit_compile=jit)(batch)
     valid = tf.sequence_mask(batch["num_vertices"], batch["vertices"].shape[1])
     assert_close_to_max(tf.boolean_mask(logits, valid), tf.boolean_mask(expected, valid), 1e-5)
+
+
+@pytest.mark.parametrize("num_overflow_rows, expected_scatters", [(0, 0), (None, 1)])
+def test_the_overflow_ops_are_left_out_only_where_the_shape_says_there_are_none(
+        num_overflow_rows, expected_scatters):
+    """A table with no overflow rows by its static shape (a regular mesh's) builds no
+    overflow ops; one whose overflow rows are known only at run time keeps them."""
+    variables = random_variables(5, 4, 3)
+    args = [tf.constant(variables[name], tf.float32)
+            for name in ("var_u", "var_v", "var_c", "var_w", "var_b")]
+
+    def conv(data, neighbors, weights, overflow_neighbors, overflow_weights, overflow_centers):
+        table = NeighborTable(neighbors, weights, overflow_neighbors, overflow_weights,
+                              overflow_centers)
+        return gather_matmul(data, table, None, *args)
+
+    width = 7
+    specs = [tf.TensorSpec([None, 5]), tf.TensorSpec([None, width], tf.int32),
+             tf.TensorSpec([None, width]),
+             tf.TensorSpec([num_overflow_rows, width], tf.int32),
+             tf.TensorSpec([num_overflow_rows, width]),
+             tf.TensorSpec([num_overflow_rows], tf.int32)]
+    graph = tf.function(conv).get_concrete_function(*specs).graph
+    scatters = [op for op in graph.get_operations() if op.type == "TensorScatterAdd"]
+    assert len(scatters) == expected_scatters
