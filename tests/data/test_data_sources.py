@@ -88,7 +88,7 @@ def test_automatic_boundaries_use_num_buckets_quantiles(tmp_path):
 
 def test_human_parts_experiment_composes_with_8_classes_and_24_by_override():
     cfg = _config("experiment=human_parts")
-    assert (cfg.data.name, cfg.data.num_classes, cfg.jit) == ("human_parts", 8, False)
+    assert (cfg.data.name, cfg.data.num_classes, cfg.jit) == ("human_parts", 8, True)
     assert (list(cfg.data.features), cfg.data.levels) == (["xyz", "normals", "hks"], 3)
     assert cfg.data.labels == "labels/coarse8"
     cfg = _config("experiment=human_parts", "data.label_set=smpl24", "data.num_classes=24")
