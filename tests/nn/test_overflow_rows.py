@@ -1,5 +1,6 @@
 """gather_matmul over a neighbour table whose high-degree rows continue on overflow rows
-(`meshseg.batch.NeighborTable`): the same convolution as every other implementation."""
+(`meshseg.batch.NeighborTable`): the same convolution as every other implementation, and
+the overflow ops left out only where the table's shape says there are no such rows."""
 
 import numpy as np
 import pytest
@@ -61,11 +62,11 @@ def test_a_net_on_a_batch_with_overflow_rows_matches_the_reference_implementatio
     assert_close_to_max(tf.boolean_mask(logits, valid), tf.boolean_mask(expected, valid), 1e-5)
 
 
-@pytest.mark.parametrize("num_overflow_rows, expected_scatters", [(0, 0), (None, 1)])
+@pytest.mark.parametrize("num_overflow_rows, expected_scatters", [(0, 0), (None, 1), (3, 1)])
 def test_the_overflow_ops_are_left_out_only_where_the_shape_says_there_are_none(
         num_overflow_rows, expected_scatters):
-    """A table with no overflow rows by its static shape (a regular mesh's) builds no
-    overflow ops; one whose overflow rows are known only at run time keeps them."""
+    """A table with no overflow rows by its static shape builds no overflow ops; one with
+    some, or with a count known only at run time, keeps them."""
     variables = random_variables(5, 4, 3)
     args = [tf.constant(variables[name], tf.float32)
             for name in ("var_u", "var_v", "var_c", "var_w", "var_b")]
@@ -84,3 +85,37 @@ def test_the_overflow_ops_are_left_out_only_where_the_shape_says_there_are_none(
     graph = tf.function(conv).get_concrete_function(*specs).graph
     scatters = [op for op in graph.get_operations() if op.type == "TensorScatterAdd"]
     assert len(scatters) == expected_scatters
+
+
+def test_a_table_without_overflow_rows_gives_the_same_values_and_gradients_either_way():
+    """The path that leaves the overflow ops out (static [0, K]) and the one that keeps
+    them (count unknown until run time, here 0) agree, values and dL/dx."""
+    mesh = trimesh.creation.icosphere(subdivisions=1)
+    edges = np.array(sorted({(i, j) for face in mesh.faces for i in face for j in face}))
+    table, _ = table_from_edges(edges[:, 0], edges[:, 1], tf.ones(len(edges)), len(mesh.vertices))
+    assert table.overflow_centers.shape[0] == 0
+    variables = [tf.constant(random_variables(5, 4, 3)[name], tf.float32)
+                 for name in ("var_u", "var_v", "var_c", "var_w", "var_b")]
+    data = tf.constant(np.random.default_rng(0).normal(size=(len(mesh.vertices), 5)), tf.float32)
+
+    def values_and_gradient(num_overflow_rows):
+        width = table.neighbors.shape[1]
+
+        @tf.function(input_signature=[tf.TensorSpec([num_overflow_rows, width], tf.int32),
+                                      tf.TensorSpec([num_overflow_rows, width]),
+                                      tf.TensorSpec([num_overflow_rows], tf.int32)])
+        def run(overflow_neighbors, overflow_weights, overflow_centers):
+            with tf.GradientTape() as tape:
+                tape.watch(data)
+                y = gather_matmul(data, table._replace(
+                    overflow_neighbors=overflow_neighbors, overflow_weights=overflow_weights,
+                    overflow_centers=overflow_centers), None, *variables)
+                loss = tf.reduce_sum(y * y)
+            return y, tape.gradient(loss, data)
+
+        ops = {op.type for op in run.get_concrete_function().graph.get_operations()}
+        assert ("TensorScatterAdd" in ops) == (num_overflow_rows is None)
+        return run(table.overflow_neighbors, table.overflow_weights, table.overflow_centers)
+
+    for kept, left_out in zip(values_and_gradient(None), values_and_gradient(0)):
+        np.testing.assert_allclose(kept.numpy(), left_out.numpy(), rtol=1e-6, atol=1e-6)

@@ -93,9 +93,10 @@ def _feast(x, table: NeighborTable, var_u, var_v, var_c, var_w, var_b, xla: bool
 
 
 def _may_have_overflow_rows(table: NeighborTable) -> bool:
-    """False where the table has no overflow rows, or none by its static shape (a regular
-    mesh's table, as in the benchmark's batches): their ops are then left out, which
-    otherwise still cost a pass over y [V, D] and a zero [V, C] gradient per layer."""
+    """False where the table has no overflow rows, or none by its static shape ([0, K]; mesh
+    1-rings never need them, `meshseg.batch.SPLIT_FACTOR`): their ops are then left out.
+    With zero rows they would still cost a copy of y [V, D] and a zero [V, C] gradient
+    per layer. An overflow count known only at run time keeps them."""
     centers = table.overflow_centers
     return centers is not None and centers.shape[0] != 0
 
