@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 import trimesh
 
-from helpers.graphs import assert_close_to_max, feast_numpy, mesh_batch, random_variables
+from helpers.graphs import (VARIABLE_NAMES, assert_close_to_max, feast_numpy, mesh_batch,
+                            random_variables)
 from meshseg.batch import NeighborTable, table_from_edges
 from meshseg.nn.model import MeshSegmentationNet
 from meshseg.nn.ops.gather_matmul import gather_matmul
@@ -43,8 +44,7 @@ def test_gather_matmul_with_overflow_rows_equals_a_float64_evaluation():
     table, _ = table_from_edges(edges[:, 0], edges[:, 1], tf.constant(weights), 41)
     assert table.overflow_centers.shape[0] > 0
     output = gather_matmul(tf.constant(data), table, None, *(
-        tf.constant(variables[name], tf.float64)
-        for name in ("var_u", "var_v", "var_c", "var_w", "var_b")))
+        tf.constant(variables[name], tf.float64) for name in VARIABLE_NAMES))
     expected = feast_numpy(data, edges[:, 0], edges[:, 1], weights, **variables)
     assert_close_to_max(output, expected, rtol=1e-12)
 
@@ -62,14 +62,19 @@ def test_a_net_on_a_batch_with_overflow_rows_matches_the_reference_implementatio
     assert_close_to_max(tf.boolean_mask(logits, valid), tf.boolean_mask(expected, valid), 1e-5)
 
 
+def _float32_variables():
+    """The convolution's variables (C = 5, W = 4, D = 3) as float32 tensors, in
+    gather_matmul's argument order."""
+    variables = random_variables(5, 4, 3)
+    return [tf.constant(variables[name], tf.float32) for name in VARIABLE_NAMES]
+
+
 @pytest.mark.parametrize("num_overflow_rows, expected_scatters", [(0, 0), (None, 1), (3, 1)])
 def test_the_overflow_ops_are_left_out_only_where_the_shape_says_there_are_none(
         num_overflow_rows, expected_scatters):
     """A table with no overflow rows by its static shape builds no overflow ops; one with
     some, or with a count known only at run time, keeps them."""
-    variables = random_variables(5, 4, 3)
-    args = [tf.constant(variables[name], tf.float32)
-            for name in ("var_u", "var_v", "var_c", "var_w", "var_b")]
+    args = _float32_variables()
 
     def conv(data, neighbors, weights, overflow_neighbors, overflow_weights, overflow_centers):
         table = NeighborTable(neighbors, weights, overflow_neighbors, overflow_weights,
@@ -94,8 +99,7 @@ def test_a_table_without_overflow_rows_gives_the_same_values_and_gradients_eithe
     edges = np.array(sorted({(i, j) for face in mesh.faces for i in face for j in face}))
     table, _ = table_from_edges(edges[:, 0], edges[:, 1], tf.ones(len(edges)), len(mesh.vertices))
     assert table.overflow_centers.shape[0] == 0
-    variables = [tf.constant(random_variables(5, 4, 3)[name], tf.float32)
-                 for name in ("var_u", "var_v", "var_c", "var_w", "var_b")]
+    variables = _float32_variables()
     data = tf.constant(np.random.default_rng(0).normal(size=(len(mesh.vertices), 5)), tf.float32)
 
     def values_and_gradient(num_overflow_rows):

@@ -9,13 +9,12 @@ import pytest
 import tensorflow as tf
 import trimesh
 
-from helpers.graphs import assert_close_to_max, random_variables
+from helpers.graphs import VARIABLE_NAMES, assert_close_to_max, random_variables
 from meshseg.batch import reverse_slots, table_from_edges
 from meshseg.data.adjacency import mesh_edges
 from meshseg.nn.ops.gather_matmul import gather_matmul
 from meshseg.nn.ops.gather_sum import gather_sum
 
-VARIABLES = ("var_u", "var_v", "var_c", "var_w", "var_b")
 
 
 def sphere_edges(subdivisions: int = 1):
@@ -75,7 +74,7 @@ def gradients(op, edges, weights, num_vertices, xla):
         with tf.GradientTape() as tape:
             tape.watch([data, variables])
             output = op(data, neighbors, None,
-                        *(variables[name] for name in VARIABLES))
+                        *(variables[name] for name in VARIABLE_NAMES))
             loss = tf.reduce_sum(output * cotangent)
         return output, tape.gradient(loss, [data, variables])
 
@@ -100,6 +99,6 @@ def test_gather_matmul_gradients_equal_the_library_in_float64(asymmetric, xla):
     output, (data_gradient, variable_gradients) = gradients(op, edges, weights, num_vertices, xla)
     assert_close_to_max(output, expected_output, rtol=1e-12)
     assert_close_to_max(data_gradient, expected_data, rtol=1e-10, name="data")
-    for name in VARIABLES:
+    for name in VARIABLE_NAMES:
         assert_close_to_max(variable_gradients[name], expected_variables[name], rtol=1e-10,
                             name=name)
