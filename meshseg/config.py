@@ -126,6 +126,21 @@ class DataConfig:
     # one remeshing and test on another: train_entries=meshes/iso/* test_entries=meshes/qes/*
     train_entries: str = "*"
     test_entries: str = "*"
+    # The split files, relative to root (lines: mesh paths relative to <root>/<meshes>).
+    train_split: str = "train.txt"
+    test_split: str = "test.txt"
+    # Meshes of the training split held out for validation (0: none): a fixed choice drawn
+    # with validation_seed (`meshseg.data.prepare.validation_entries`). With a validation
+    # split, the run evaluates on it every eval_every steps and on the test split once, at
+    # its last step, so no setting is chosen by the test score.
+    validation_meshes: int = 0
+    validation_seed: int = 0
+    validation_shards: int = 1
+    # Evaluation (validation and test) on meshes turned by a seeded rotation uniform over
+    # SO(3), one per mesh, the same in every evaluation: none | so3. Positions and normals
+    # turn; HKS, being intrinsic, does not. Training augmentation is `augment`.
+    eval_rotation: str = "none"
+    eval_rotation_seed: int = 0
     train_shards: int = 4
     test_shards: int = 1
     adjacency: str = "edges"  # stored in the converted records: none | edges | table
@@ -288,7 +303,7 @@ class TrainConfig:
 
 # The integer settings that count something: each must be >= 1 (each entry, for a list).
 COUNTS = ("steps", "eval_every", "checkpoint.every", "checkpoint.keep", "data.num_classes",
-          "data.train_shards", "data.test_shards", "data.convert_workers", "data.batch_size",
+          "data.train_shards", "data.test_shards", "data.validation_shards", "data.convert_workers", "data.batch_size",
           "data.shuffle_buffer", "data.num_buckets", "data.pad_multiple",
           "data.bucket_boundaries", "model.num_weight_matrices", "model.input_channels",
           "model.conv_channels", "model.hidden_channels", "impl.timing_steps",
@@ -301,7 +316,9 @@ INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, MAX_THREADS),
                   "inter_op_threads": (0, MAX_THREADS), "summaries.meshes": (0, None),
                   "strategy.port_base": (1, 65535), "data.levels": (0, 8),
                   "optimizer.warmup_steps": (0, None), "profile_steps": (0, None),
-                  "model.output_level": (0, None),
+                  "model.output_level": (0, None), "data.validation_meshes": (0, None),
+                  "data.validation_seed": (0, 2**32 - 1),
+                  "data.eval_rotation_seed": (0, 2**63 - 1),
                   **{key: (1, None) for key in COUNTS}}
 POSITIVE = ("optimizer.learning_rate", "optimizer.decay_rate", "optimizer.epsilon",
             "strategy.startup_timeout_s")
@@ -311,7 +328,8 @@ POSITIVE = ("optimizer.learning_rate", "optimizer.decay_rate", "optimizer.epsilo
 CHOICES = {"precision": PRECISIONS, "data.source": DATA_SOURCES,
            "data.adjacency": ADJACENCY_LEVELS, "data.overlap": ("warn", "refuse"),
            "loop.name": LOOPS, "data.features": tuple(FEATURE_WIDTHS), "data.center": CENTERS,
-           "data.scale": SCALES, "model.name": MODELS, "optimizer.name": OPTIMIZERS,
+           "data.scale": SCALES, "data.eval_rotation": ("none", "so3"), "model.name": MODELS,
+           "optimizer.name": OPTIMIZERS,
            "optimizer.schedule": SCHEDULES, "loss.class_weights": CLASS_WEIGHTS}
 
 
@@ -394,6 +412,10 @@ def check(config: TrainConfig) -> None:
     if config.impl.name == "auto" and not config.impl.candidates:
         raise ConfigError("impl=auto needs impl.candidates, got []")
     config.data.augment.check()
+    if config.data.validation_meshes and config.data.source != "mesh_folder":
+        raise ConfigError("data.validation_meshes needs data.source=mesh_folder (it holds out "
+                          "entries of the training split file); give TFRecords of a "
+                          "validation split as the test split instead")
     if config.strategy.name != "default" and config.jit and config.loop.name != "custom":
         raise ConfigError(f"jit=true with strategy={config.strategy.name} needs loop=custom "
                           "(it compiles each replica's step; Model.fit does not)")

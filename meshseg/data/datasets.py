@@ -50,7 +50,10 @@ class Dataset:
         seg/*.eseg, turned into per-vertex label files by
         `meshseg.data.meshcnn.write_vertex_labels`, then converted).
       num_classes: the classes K of its labels, as the experiment trains them.
-      experiment: `python train.py experiment=<experiment>` trains on it.
+      experiment: `python train.py experiment=<experiment> data.root=<folder>` trains on
+        it, with `overrides` appended.
+      overrides: settings the experiment needs for this download's layout (the
+        experiment may be set up for another copy, e.g. `../shared/data/rna`'s PLY files).
       download_mb: the size of its archives (MB), when known.
       extracted_mb: its size on disk after extraction (MB), when known.
     """
@@ -64,6 +67,7 @@ class Dataset:
     layout: str
     num_classes: int
     experiment: str
+    overrides: Tuple[str, ...] = ()
     subdir: Optional[str] = None
     manifest: Optional[Path] = None
     download_mb: Optional[float] = None
@@ -92,7 +96,7 @@ def _coseg(name: str, num_classes: int) -> Dataset:
 
 DATASETS = {dataset.name: dataset for dataset in (
     Dataset(
-        name="rna", num_classes=260, experiment="rna_full",
+        name="rna", num_classes=260, experiment="rna_full", overrides=("data.meshes=off",),
         title="RNA surface segmentation (Poulenard et al. 3DV 2019): 683 molecular surface "
               "meshes (547 train / 136 test), 259 labels + unlabelled",
         homepage="https://github.com/nmwsharp/RNA-Surface-Segmentation-Dataset",

@@ -240,7 +240,8 @@ def convert(dataset: Dataset, folder: Path) -> None:
     from meshseg.data.sources import resolve_files  # imports TensorFlow: only when converting
 
     data = OmegaConf.to_object(composed_config([f"experiment={dataset.experiment}",
-                                                f"data.root={folder}"])).data
+                                                f"data.root={folder}",
+                                                *dataset.overrides])).data
     files = resolve_files(data)
     print(f"records: {len(files['train'])} train and {len(files['test'])} test shard(s)"
           + (f" in {data.cache_dir}" if data.cache_dir else ""))
@@ -294,8 +295,11 @@ def main(argv: Optional[list] = None) -> None:
     if not args.no_convert:
         convert(dataset, folder)
     default_root = Path("datasets") / dataset.name
-    root_override = "" if folder == default_root else f" data.root={folder}"
-    print(f"train: python train.py experiment={dataset.experiment}{root_override}")
+    # With overrides, the experiment's own root is another copy: name this one.
+    root_override = ("" if folder == default_root and not dataset.overrides
+                     else f" data.root={folder}")
+    print(f"train: python train.py experiment={dataset.experiment}{root_override}"
+          + "".join(f" {override}" for override in dataset.overrides))
 
 
 if __name__ == "__main__":

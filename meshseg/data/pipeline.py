@@ -284,6 +284,7 @@ def make_dataset(
     augment: AugmentConfig | None = None,
     skip_bad_records: bool = False,
     bad_records: BadRecordLog | None = None,
+    rotation_seed: int | None = None,
 ) -> tf.data.Dataset:
     """Builds the batched mesh-segmentation dataset from TFRecord shards.
 
@@ -311,6 +312,10 @@ def make_dataset(
       augment: random rotation, tilt, scaling and jitter, applied when `training` only.
       skip_bad_records: skip (log and count) bad records instead of failing.
       bad_records: the `BadRecordLog` skipped records are counted in.
+      rotation_seed: evaluation only (`training` False): turn each mesh by a rotation
+        uniform over SO(3), drawn from this seed in the split's fixed order, so a mesh
+        gets the same rotation on every pass (`data.eval_rotation`). Positions and
+        normals turn together; stored intrinsic features (HKS) are unchanged.
 
     Returns:
       A `tf.data.Dataset` of `(features, labels)`; see `meshseg.batch` for the
@@ -335,6 +340,8 @@ def make_dataset(
     if repeat:
         meshes = meshes.repeat()
     augment = augment if training and augment is not None and augment.active else None
+    if rotation_seed is not None and not training:
+        augment, seed = AugmentConfig(rotation="so3"), rotation_seed
     if augment is not None:
         meshes = tf.data.Dataset.zip(meshes, tf.data.Dataset.random(seed=seed).batch(2))
         examples = meshes.map(

@@ -1,7 +1,9 @@
 """Convert a labelled mesh folder to TFRecord shards once, and reuse them (a cache).
 
 A source folder holds meshes, label files and split files (`train.txt`,
-`test.txt`) whose lines are mesh paths relative to the meshes folder. The
+`test.txt` unless named otherwise) whose lines are mesh paths relative to the meshes
+folder. A validation split, when asked for, is a fixed seeded choice of the training split
+file's entries (`validation_entries`), converted apart and left out of training. The
 bundled RNA sample (`data/rna_sample`: `off/<stem>.off`, `labels/<stem>.txt`
 in [-1, 258], stored with +1: 260 classes, class 0 = unlabelled) and the human
 body parts set (`meshes/{iso,qes}/*.ply`, `labels/<label_set>/<variant>/<stem>.txt`)
@@ -23,6 +25,8 @@ import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from meshseg.data.convert import convert_split, shard_paths, split_file_pairs
 from meshseg.data.manifest import MANIFEST_FORMAT
 from meshseg.data.meshfiles import file_sha256
@@ -30,6 +34,7 @@ from meshseg.errors import ConfigError
 
 STAMP_NAME = "stamp.json"
 SPLITS = ("train", "test")
+VALIDATION = "validation"
 
 
 @dataclass(frozen=True)
@@ -43,7 +48,8 @@ class MeshFolder:
       num_classes: labels must lie in [0, num_classes) after the offset.
       label_offset: added to every label.
       shards: number of shards per split, e.g. {"train": 4, "test": 1} (at most one per
-        mesh: a split of fewer meshes gets fewer shards).
+        mesh: a split of fewer meshes gets fewer shards); the validation split, when
+        asked for, takes "validation" (default 1).
       adjacency: stored adjacency, "none", "edges" or "table".
       label_kind: "vertex" or "face".
       features: stored per-vertex features, among "normals", "hks" (in that order;
@@ -51,6 +57,9 @@ class MeshFolder:
       levels: coarser mesh-hierarchy levels stored; coarsening: their vertex ratio.
       entries: per split, an fnmatch pattern: only the split file's entries matching it
         are converted (e.g. {"train": "meshes/iso/*", "test": "meshes/qes/*"}).
+      split_files: per split, its split file relative to root.
+      validation: meshes of the training split held out as the validation split (0:
+        none), chosen by `validation_entries` with `validation_seed`.
     """
 
     root: str
@@ -65,23 +74,52 @@ class MeshFolder:
     levels: int = 0
     coarsening: float = 4.0
     entries: dict = field(default_factory=lambda: {"train": "*", "test": "*"})
+    split_files: dict = field(default_factory=lambda: {"train": "train.txt",
+                                                       "test": "test.txt"})
+    validation: int = 0
+    validation_seed: int = 0
+
+
+def validation_entries(num_train: int, count: int, seed: int) -> np.ndarray:
+    """Indices (int64, ascending) of the `count` training entries held out for validation:
+    a uniform draw without replacement by NumPy's PCG64 generator seeded with `seed`, so
+    the same split file and seed give the same validation meshes in every run.
+
+    Raises:
+      ConfigError: unless 0 <= count < num_train (training keeps at least one mesh).
+    """
+    if not 0 <= count < num_train:
+        raise ConfigError(f"data.validation_meshes={count} must be in [0, {num_train}): the "
+                          f"training split has {num_train} meshes")
+    chosen = np.random.default_rng(seed).choice(num_train, size=count, replace=False)
+    return np.sort(chosen).astype(np.int64)
 
 
 def _pairs(source: MeshFolder) -> dict[str, tuple[list[Path], list[Path]]]:
-    """(mesh paths, label paths) of each split's entries that match `source.entries`.
+    """(mesh paths, label paths) of each split's entries that match `source.entries`, and
+    of the validation split carved from the training entries when `source.validation`.
 
     Raises:
-      ConfigError: if a pattern other than "*" matches none of its split's entries.
+      ConfigError: if a pattern other than "*" matches none of its split's entries, or
+        the validation split would take every training mesh.
     """
     root = Path(source.root)
     pairs = {}
     for split in SPLITS:
         pattern = source.entries[split]
+        split_file = root / source.split_files[split]
         pairs[split] = split_file_pairs(root / source.meshes, root / source.labels,
-                                        root / f"{split}.txt", pattern)
+                                        split_file, pattern)
         if pattern != "*" and not pairs[split][0]:
             raise ConfigError(f"data.{split}_entries={pattern!r} matches no entry of "
-                              f"{root / f'{split}.txt'}")
+                              f"{split_file}")
+    if source.validation:
+        meshes, labels = pairs["train"]
+        held_out = set(validation_entries(len(meshes), source.validation,
+                                          source.validation_seed).tolist())
+        for split, keep in ((VALIDATION, True), ("train", False)):
+            indices = [i for i in range(len(meshes)) if (i in held_out) == keep]
+            pairs[split] = ([meshes[i] for i in indices], [labels[i] for i in indices])
     return pairs
 
 
@@ -91,7 +129,7 @@ def _source_stamp(source: MeshFolder, pairs: dict) -> dict:
     conversion settings, and the converter's output format (a cache an older format wrote
     is rebuilt)."""
     root = Path(source.root)
-    files = [root / f"{split}.txt" for split in SPLITS]
+    files = [root / source.split_files[split] for split in SPLITS]
     for mesh_paths, label_paths in pairs.values():
         files += list(mesh_paths) + list(label_paths)
     settings = asdict(source)
@@ -100,7 +138,9 @@ def _source_stamp(source: MeshFolder, pairs: dict) -> dict:
     # Settings at their defaults are left out, so a cache built before they existed (no
     # features, no hierarchy) stays valid; the coarsening matters only with levels.
     for name, default in (("features", []), ("levels", 0),
-                          ("entries", {"train": "*", "test": "*"})):
+                          ("entries", {"train": "*", "test": "*"}),
+                          ("split_files", {"train": "train.txt", "test": "test.txt"}),
+                          ("validation", 0), ("validation_seed", 0)):
         if settings[name] == default:
             settings.pop(name)
     if not source.levels:
@@ -130,7 +170,8 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
         (`meshseg.data.descriptor_cache`), or None.
 
     Returns:
-      dict(train=[shard paths], test=[shard paths], num_classes=source.num_classes).
+      dict(train=[shard paths], test=[shard paths], num_classes=source.num_classes), and
+      validation=[shard paths] when `source.validation`.
 
     Raises:
       ConfigError: if `cache_dir` exists, is not empty and holds no stamp (it is
@@ -142,8 +183,9 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
     pairs = _pairs(source)
     stamp = _source_stamp(source, pairs)
     # A split of fewer meshes than shards gets one shard per mesh.
-    shards = {split: min(source.shards[split], len(pairs[split][0])) for split in SPLITS}
-    result = {split: shard_paths(cache_dir / split, shards[split]) for split in SPLITS}
+    shards = {split: min(source.shards.get(split, 1), len(paths[0]))
+              for split, paths in pairs.items()}
+    result = {split: shard_paths(cache_dir / split, shards[split]) for split in pairs}
     result["num_classes"] = source.num_classes
     existing = _read_stamp(cache_dir)
     if existing == stamp:
@@ -154,7 +196,7 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
     build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-", dir=cache_dir.parent))
     try:
-        for split in SPLITS:
+        for split in pairs:
             convert_split(*pairs[split], build_dir / split, shards[split],
                           source.label_offset, num_classes=source.num_classes,
                           label_kind=source.label_kind, adjacency=source.adjacency,

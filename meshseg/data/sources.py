@@ -28,7 +28,7 @@ from meshseg.data.manifest import manifest_sizes, unlisted_shards
 from meshseg.data.derived import stored_features
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import make_dataset, read_meshes
-from meshseg.data.prepare import MeshFolder, prepare_mesh_folder
+from meshseg.data.prepare import VALIDATION, MeshFolder, prepare_mesh_folder
 from meshseg.batch import level_key
 from meshseg.data.reader import BadRecordLog, geometry_digests, stored_adjacency
 from meshseg.errors import ConfigError, DataError
@@ -37,7 +37,9 @@ log = logging.getLogger(__name__)
 
 
 def resolve_files(data: DataConfig) -> dict[str, list[str]]:
-    """Train and test shard paths of the `data` config (see the module docstring).
+    """Train and test shard paths of the `data` config (see the module docstring), and
+    validation shard paths under "validation" when `data.validation_meshes` > 0 (a mesh
+    folder only).
 
     Relative paths are taken as they are, relative to the working directory (the run
     makes them absolute first, `meshseg.train.run.typed_config`).
@@ -64,13 +66,18 @@ def resolve_files(data: DataConfig) -> dict[str, list[str]]:
     if not Path(root).is_dir():
         raise ConfigError(f"data.root={root!r} is not a folder; pass data.root=<path>")
     source = MeshFolder(root, data.meshes, data.labels, data.num_classes, data.label_offset,
-                        {"train": data.train_shards, "test": data.test_shards}, data.adjacency,
+                        {"train": data.train_shards, "test": data.test_shards,
+                         VALIDATION: data.validation_shards}, data.adjacency,
                         features=stored_features(data.features), levels=data.levels,
                         coarsening=data.coarsening,
-                        entries={"train": data.train_entries, "test": data.test_entries})
+                        entries={"train": data.train_entries, "test": data.test_entries},
+                        split_files={"train": data.train_split, "test": data.test_split},
+                        validation=data.validation_meshes,
+                        validation_seed=data.validation_seed)
     prepared = prepare_mesh_folder(source, data.cache_dir, workers=data.convert_workers,
                                    descriptor_cache=data.descriptor_cache)
-    return {"train": prepared["train"], "test": prepared["test"]}
+    return {split: prepared[split] for split in ("train", VALIDATION, "test")
+            if split in prepared}
 
 
 def _class_histogram(counts: np.ndarray, num_classes: int) -> np.ndarray:
@@ -184,7 +191,8 @@ class DataInfo:
     """What `build_datasets` learnt about the splits.
 
     Attributes:
-      files: {split: [shard paths]}.
+      files: {split: [shard paths]}: train, test and, with `data.validation_meshes`,
+        validation.
       train_histogram, test_histogram: int64 [num_classes] vertices per class.
       num_meshes: {split: N}.
       extent: (V, E, K, O) maxima over both splits (vertices, edges, table width,
@@ -220,7 +228,8 @@ def build_datasets(data: DataConfig, seed: int, jit: bool):
 
     Returns:
       (train_ds, test_ds, info): train_ds repeats forever, shuffled and augmented;
-      test_ds is one deterministic pass; info is the `DataInfo`.
+      test_ds is one deterministic pass; info is the `DataInfo` (with the validation
+      split's shards, when the data has one, for `evaluation_dataset`).
 
     Raises:
       ConfigError: see `resolve_files` and `split_sizes`.
@@ -231,7 +240,7 @@ def build_datasets(data: DataConfig, seed: int, jit: bool):
     files = resolve_files(data)
     inputs = MeshInputs.of(data)
     sizes, histograms, num_meshes, skipped, origins = {}, {}, {}, {}, set()
-    for split in ("train", "test"):
+    for split in files:
         bad_records = BadRecordLog()
         sizes[split], histograms[split], origin = split_sizes(
             files[split], data.num_classes, data.skip_bad_records, bad_records, inputs)
@@ -244,7 +253,7 @@ def build_datasets(data: DataConfig, seed: int, jit: bool):
         if not num_meshes[split]:
             raise DataError(f"the {split} split holds no mesh: {', '.join(files[split])} "
                             "(empty shards, or every record skipped)")
-    all_sizes = np.concatenate([sizes["train"], sizes["test"]])
+    all_sizes = np.concatenate(list(sizes.values()))
     log_table_layout(all_sizes[:, :4])
     boundaries, shapes = choose_bucket_shapes(all_sizes, data) if jit else (None, None)
     if jit:
@@ -254,10 +263,30 @@ def build_datasets(data: DataConfig, seed: int, jit: bool):
                     tuple(int(n) for n in all_sizes[:, :4].max(axis=0)),
                     "+".join(sorted(origins)),
                     boundaries, shapes, skipped,
-                    check_overlap(files, data.overlap, num_meshes["test"]))
-    common = dict(batch_size=data.batch_size, inputs=inputs, bucket_shapes=shapes,
-                  skip_bad_records=data.skip_bad_records)
+                    check_overlap({split: files[split] for split in ("train", "test")},
+                                  data.overlap, num_meshes["test"]))
     train_ds = make_dataset(files["train"], training=True, seed=seed, repeat=True,
-                            shuffle_buffer=data.shuffle_buffer, augment=data.augment, **common)
-    test_ds = make_dataset(files["test"], training=False, **common)
-    return train_ds, test_ds, info
+                            shuffle_buffer=data.shuffle_buffer, augment=data.augment,
+                            **_batching(data, info))
+    return train_ds, evaluation_dataset(data, info, "test"), info
+
+
+def _batching(data: DataConfig, info: DataInfo) -> dict:
+    """The `make_dataset` arguments every split of a run shares."""
+    return dict(batch_size=data.batch_size, inputs=MeshInputs.of(data),
+                bucket_shapes=info.bucket_shapes, skip_bad_records=data.skip_bad_records)
+
+
+def evaluation_dataset(data: DataConfig, info: DataInfo, split: str):
+    """One deterministic pass over `split` ("test" or "validation") of a run's data
+    (no shuffle, no augmentation; each mesh turned by its seeded rotation under
+    `data.eval_rotation=so3`), batched as the training split: the batches
+    `meshseg.train.evaluate` scores.
+
+    Raises:
+      KeyError: for a split the data has not (no validation without
+        `data.validation_meshes`).
+    """
+    rotation_seed = data.eval_rotation_seed if data.eval_rotation == "so3" else None
+    return make_dataset(info.files[split], training=False, rotation_seed=rotation_seed,
+                        **_batching(data, info))

@@ -49,7 +49,9 @@ class Controller:
         scratch directory on non-chief workers.
       model, optimizer: the built model and its optimizer (checkpointed).
       schedule: the `Schedule`.
-      run_eval: evaluates on the test split; returns {metric name: value}.
+      run_eval: called with `last` (whether it is the run's last step); evaluates and
+        returns {event folder: {metric name: value}}: "eval" for the test split,
+        "validation" for the validation split.
       checkpoint_dir: where checkpoints are written (None: `<output_dir>/checkpoints`).
       restore_dir: where they are restored from (None: `checkpoint_dir`); a non-chief
         worker restores from the chief's shared folder and writes to its scratch one.
@@ -62,7 +64,7 @@ class Controller:
 
     def __init__(self, output_dir: str, model: keras.Model,
                  optimizer: keras.optimizers.Optimizer, schedule: Schedule,
-                 run_eval: Callable[[], Dict[str, float]], checkpoint_dir: Optional[str] = None,
+                 run_eval: Callable[[bool], Dict[str, Dict[str, float]]], checkpoint_dir: Optional[str] = None,
                  restore_dir: Optional[str] = None):
         self.schedule = schedule
         self.run_eval = run_eval
@@ -106,7 +108,8 @@ class Controller:
         last = step == self.schedule.steps
         stop = self.signals.received is not None if stop is None else stop
         if step % self.schedule.eval_every == 0 or last:
-            self.logger.log_eval(step, self.run_eval())
+            for split, results in self.run_eval(last).items():
+                self.logger.log_eval(step, results, split)
         if step % self.schedule.checkpoint_every == 0 or last or stop:
             self.logger.flush()
             self.checkpoint.save(step)

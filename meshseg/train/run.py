@@ -22,7 +22,7 @@ from omegaconf import DictConfig
 from meshseg.config import LossConfig, ModelConfig, OptimizerConfig, TrainConfig, checked_config
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import sample_meshes
-from meshseg.data.sources import DataInfo, build_datasets
+from meshseg.data.sources import DataInfo, build_datasets, evaluation_dataset
 from meshseg.errors import ConfigError, DataError
 from meshseg.nn.networks import build_network, input_width
 from meshseg.nn.ops import IMPLEMENTATIONS, XLA_FORMULATION
@@ -212,11 +212,21 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
         sample_meshes(data_info.files["test"], config.summaries.meshes,
                       MeshInputs.of(config.data)), model)
 
-    def run_eval():
+    validation_data = (evaluation_dataset(config.data, data_info, "validation")
+                       if "validation" in data_info.files else None)
+
+    def run_eval(last: bool):
         # Called by the controller after it logged the step, so steps_done is this step.
-        mesh_summaries.write(controller.logger.eval_writer, controller.logger.steps_done)
-        return evaluate(predict_step, test_data, config.data.num_classes,
-                        data_info.train_histogram)
+        # With a validation split, the test split is scored once, at the last step.
+        results = {}
+        if validation_data is not None:
+            results["validation"] = evaluate(predict_step, validation_data,
+                                             config.data.num_classes, data_info.train_histogram)
+        if validation_data is None or last:
+            mesh_summaries.write(controller.logger.eval_writer, controller.logger.steps_done)
+            results["eval"] = evaluate(predict_step, test_data, config.data.num_classes,
+                                       data_info.train_histogram)
+        return results
 
     # Only the chief writes summaries and checkpoints; other workers write theirs (needed
     # by the collective ops) to a scratch directory that is removed afterwards. Every
@@ -262,7 +272,9 @@ def summarize(controller: Controller, impl: str, strategy: tf.distribute.Strateg
         steps=controller.logger.steps_done, wall_time_s=round(wall_time_s, 2), pid=os.getpid(),
         **step_times(controller.logger.run_dir), peak_rss_mib=peak_rss_mib(),
         test_train_overlap=data_info.test_train_overlap,
-        **{f"eval_{name}": value for name, value in evaluation.items()})
+        **{f"eval_{name}": value for name, value in evaluation.items()},
+        **{f"validation_{name}": controller.logger.last_validation.get(name)
+           for name in ("accuracy", "mean_iou")})
 
 
 def log_results(run_dir: str, summary: RunSummary) -> None:
@@ -276,6 +288,9 @@ def log_results(run_dir: str, summary: RunSummary) -> None:
     log.info("test accuracy %.4f (majority-class baseline %.4f), mean IoU %.4f",
              summary.eval_accuracy, summary.eval_majority_baseline_accuracy,
              summary.eval_mean_iou)
+    if summary.validation_accuracy is not None:
+        log.info("validation accuracy %.4f, mean IoU %.4f", summary.validation_accuracy,
+                 summary.validation_mean_iou)
     log.info("run directory: %s", run_dir)
     log.info("outputs: %s, %s, %s/, train/ and eval/ event files", MODEL_FILE, SUMMARY_FILE,
              CHECKPOINT_DIR)

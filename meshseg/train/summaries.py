@@ -85,7 +85,8 @@ def step_times(run_dir: str) -> Dict:
 
 
 class RunLogger:
-    """Writes `<run_dir>/train` and `<run_dir>/eval` event files and a progress bar with ETA.
+    """Writes `<run_dir>/train`, `<run_dir>/eval` (the test split) and, when a run has a
+    validation split, `<run_dir>/validation` event files, and a progress bar with ETA.
 
     Train scalars per step: `loss`, `accuracy` (per-vertex, the step's batch),
     `step_time_ms` (wall time around the step, synchronised on its loss),
@@ -93,7 +94,7 @@ class RunLogger:
     compiled the step function is logged as `compile_time_s` instead of step time.
     `iteration_time_ms`: the loop's whole iteration of the step (input, step, logging and
     summaries; `log_iteration`), for the steps a loop times that way.
-    Eval scalars: `accuracy`, `mean_iou`, `majority_baseline_accuracy`.
+    Eval and validation scalars: `accuracy`, `mean_iou`, `majority_baseline_accuracy`.
 
     Args:
       run_dir: directory of this run (Hydra's output directory).
@@ -109,16 +110,19 @@ class RunLogger:
             write_session_start(os.path.join(run_dir, split), initial_step + 1)
         self.train_writer = tf.summary.create_file_writer(os.path.join(run_dir, "train"))
         self.eval_writer = tf.summary.create_file_writer(os.path.join(run_dir, "eval"))
+        self.validation_writer = None  # made at the first validation
         self.initial_step = initial_step
         self.last_eval: Dict[str, float] = {}
+        self.last_validation: Dict[str, float] = {}
         self.progress = tqdm(total=total_steps, initial=initial_step, desc="train", unit="step",
                              dynamic_ncols=True)
 
     def flush(self) -> None:
         """Writes pending events to disk (before a checkpoint, so a killed run resumed from
         it misses no step in its curves)."""
-        self.train_writer.flush()
-        self.eval_writer.flush()
+        for writer in (self.train_writer, self.eval_writer, self.validation_writer):
+            if writer is not None:
+                writer.flush()
 
     def log_step(self, step: int, loss: float, accuracy: float, seconds: float,
                  num_vertices: int, compiled: bool) -> None:
@@ -140,13 +144,21 @@ class RunLogger:
         with self.train_writer.as_default(step=step):
             tf.summary.scalar("iteration_time_ms", 1e3 * seconds)
 
-    def log_eval(self, step: int, results: Dict[str, float]) -> None:
-        """Records evaluation `results` (accuracy, mean_iou, majority_baseline_accuracy)."""
-        with self.eval_writer.as_default(step=step):
+    def log_eval(self, step: int, results: Dict[str, float], split: str = "eval") -> None:
+        """Records evaluation `results` (accuracy, mean_iou, majority_baseline_accuracy)
+        of the test split ("eval") or the validation split ("validation")."""
+        if split == "validation":
+            if self.validation_writer is None:
+                write_session_start(os.path.join(self.run_dir, split), self.initial_step + 1)
+                self.validation_writer = tf.summary.create_file_writer(
+                    os.path.join(self.run_dir, split))
+            writer, self.last_validation = self.validation_writer, dict(results)
+        else:
+            writer, self.last_eval = self.eval_writer, dict(results)
+        with writer.as_default(step=step):
             for name, value in results.items():
                 tf.summary.scalar(name, value)
-        self.last_eval = dict(results)
-        self.progress.write(f"eval @ step {step}: " + ", ".join(
+        self.progress.write(f"{split} @ step {step}: " + ", ".join(
             f"{name} {value:.4f}" for name, value in results.items()))
 
     @property

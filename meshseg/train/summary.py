@@ -44,6 +44,8 @@ class RunSummary:
         evaluation is not on held-out meshes when it is above 0.
       eval_accuracy, eval_mean_iou, eval_majority_baseline_accuracy: the last evaluation
         on the test split (per-vertex accuracy, mean IoU, majority-class baseline).
+      validation_accuracy, validation_mean_iou: the last evaluation on the validation
+        split (`data.validation_meshes`), None without one.
     """
 
     impl: str
@@ -63,6 +65,8 @@ class RunSummary:
     eval_accuracy: Optional[float] = None
     eval_mean_iou: Optional[float] = None
     eval_majority_baseline_accuracy: Optional[float] = None
+    validation_accuracy: Optional[float] = None
+    validation_mean_iou: Optional[float] = None
 
     def save(self, run_dir: str) -> str:
         """Writes `<run_dir>/summary.json` atomically; returns its path."""

@@ -120,7 +120,8 @@ def test_download_checks_extracts_converts_and_prints_the_train_command(
     folder = tmp_path / "datasets" / "rna"
     assert (folder / "off" / "d.off").is_file() and (folder / "download.json").is_file()
     assert "licence: MIT" in out
-    assert out.strip().endswith("train: python train.py experiment=rna_full")
+    assert out.strip().endswith(
+        "train: python train.py experiment=rna_full data.root=datasets/rna data.meshes=off")
     shards = sorted((tmp_path / "data" / "cache" / "rna_full").glob("train-*"))
     assert count_records(shards) == 3
     # a second run finds the download and leaves it as it is

@@ -1,0 +1,137 @@
+"""Specification of the validation split (`data.validation_meshes`) and of evaluation on
+rotated meshes (`data.eval_rotation`)."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import trimesh
+
+from conftest import _octant_mesh
+from helpers.runs import scalars, tiny_config, train_tiny
+from meshseg.config import DataConfig
+from meshseg.data.inputs import MeshInputs
+from meshseg.data.pipeline import make_dataset
+from meshseg.data.prepare import MeshFolder, prepare_mesh_folder, validation_entries
+from meshseg.errors import ConfigError
+
+
+@pytest.fixture(scope="module")
+def mesh_folder(tmp_path_factory):
+    """A mesh folder of 8 training and 2 test meshes (42 and 162 vertices, 6 classes)."""
+    root = tmp_path_factory.mktemp("mesh_folder")
+    (root / "meshes").mkdir()
+    (root / "labels").mkdir()
+    names = {"train": [f"train{i}.ply" for i in range(8)], "test": ["test0.ply", "test1.ply"]}
+    for seed, name in enumerate(names["train"] + names["test"]):
+        mesh = _octant_mesh(1 + seed % 2, seed)
+        trimesh.Trimesh(mesh["vertices"], mesh["triangles"], process=False).export(
+            root / "meshes" / name)
+        np.savetxt(root / "labels" / f"{Path(name).stem}.txt", mesh["labels"], fmt="%d")
+    for split, entries in names.items():
+        (root / f"{split}.txt").write_text("\n".join(entries) + "\n")
+    return root
+
+
+def _sources(shards: list) -> list:
+    """The source mesh names of converted shards, from their manifests."""
+    manifest = Path(shards[0]).parent / (Path(shards[0]).name.split("-")[0] + ".manifest.json")
+    return sorted(Path(entry["source"]).name
+                  for entry in json.loads(manifest.read_text())["meshes"])
+
+
+def test_validation_entries_are_a_fixed_sorted_seeded_choice():
+    chosen = validation_entries(547, 55, seed=0)
+    assert chosen.shape == (55,) and len(set(chosen.tolist())) == 55
+    assert np.all(np.diff(chosen) > 0) and 0 <= chosen.min() and chosen.max() < 547
+    np.testing.assert_array_equal(chosen, validation_entries(547, 55, seed=0))
+    assert not np.array_equal(chosen, validation_entries(547, 55, seed=1))
+    assert validation_entries(10, 0, seed=0).size == 0
+
+
+@pytest.mark.parametrize("count", [8, 9, -1])
+def test_a_validation_split_that_leaves_no_training_mesh_is_refused(count):
+    with pytest.raises(ConfigError, match="validation_meshes"):
+        validation_entries(8, count, seed=0)
+
+
+def test_the_validation_split_is_disjoint_from_test_and_training_and_stable(
+        mesh_folder, tmp_path):
+    source = MeshFolder(str(mesh_folder), "meshes", "labels", 6,
+                        shards={"train": 2, "test": 1, "validation": 1}, validation=3)
+    first = prepare_mesh_folder(source, tmp_path / "cache")
+    train, validation, test = (_sources(first[split]) for split in ("train", "validation",
+                                                                     "test"))
+    assert len(validation) == 3 and len(train) == 5
+    assert sorted(train + validation) == [f"train{i}.ply" for i in range(8)]
+    assert not set(validation) & set(test) and not set(validation) & set(train)
+    again = prepare_mesh_folder(source, tmp_path / "other_cache")
+    assert _sources(again["validation"]) == validation
+    plain = prepare_mesh_folder(MeshFolder(str(mesh_folder), "meshes", "labels", 6),
+                                tmp_path / "plain")
+    assert "validation" not in plain and len(_sources(plain["train"])) == 8
+
+
+def test_split_files_other_than_train_txt_and_test_txt_are_read(mesh_folder, tmp_path):
+    source = MeshFolder(str(mesh_folder), "meshes", "labels", 6,
+                        split_files={"train": "test.txt", "test": "train.txt"})
+    shards = prepare_mesh_folder(source, tmp_path / "cache")
+    assert _sources(shards["train"]) == ["test0.ply", "test1.ply"]
+    assert len(_sources(shards["test"])) == 8
+
+
+def test_validation_needs_a_mesh_folder(tiny_dataset, tmp_path):
+    with pytest.raises(ConfigError, match="validation_meshes needs data.source=mesh_folder"):
+        train_tiny(tiny_config(tiny_dataset, "data.validation_meshes=1"), tmp_path / "run")
+
+
+@pytest.mark.slow
+def test_a_run_with_validation_scores_it_every_eval_and_the_test_split_once(
+        mesh_folder, tmp_path):
+    cfg = tiny_config({"train": "unused", "test": "unused", "num_classes": 6},
+                      "data.source=mesh_folder", f"data.root={mesh_folder}",
+                      "data.meshes=meshes", "data.validation_meshes=3",
+                      f"data.cache_dir={tmp_path / 'cache'}", "steps=4", "eval_every=2")
+    summary = train_tiny(cfg, tmp_path / "run")
+    validation = scalars(tmp_path / "run", "validation")
+    test = scalars(tmp_path / "run", "eval")
+    assert [step for step, _ in validation["accuracy"]] == [2, 4]
+    assert [step for step, _ in test["accuracy"]] == [4]
+    assert summary.validation_accuracy == pytest.approx(validation["accuracy"][-1][1])
+    assert summary.eval_accuracy == pytest.approx(test["accuracy"][-1][1])
+
+
+def _evaluation_batches(files, rotation_seed):
+    inputs = MeshInputs.of(DataConfig(name="t", source="tfrecords", num_classes=6,
+                                      features=["xyz", "normals", "hks"]))
+    return list(make_dataset(files, batch_size=1, training=False, inputs=inputs,
+                             rotation_seed=rotation_seed))
+
+
+def test_eval_rotation_turns_positions_and_normals_together_and_leaves_hks(
+        mesh_folder, tmp_path):
+    source = MeshFolder(str(mesh_folder), "meshes", "labels", 6, features=("normals", "hks"))
+    files = prepare_mesh_folder(source, tmp_path / "cache")["test"]
+    upright = _evaluation_batches(files, None)
+    turned = _evaluation_batches(files, rotation_seed=7)
+    again = _evaluation_batches(files, rotation_seed=7)
+    rotations = []
+    for (plain, labels), (rotated, rotated_labels), (repeat, _) in zip(upright, turned, again):
+        np.testing.assert_array_equal(labels, rotated_labels)
+        p, q = plain["inputs"][0].numpy(), rotated["inputs"][0].numpy()
+        # the rotation R that maps the positions: q = p R^T, by least squares
+        rotation = np.linalg.lstsq(p[:, 0:3], q[:, 0:3], rcond=None)[0].T
+        np.testing.assert_allclose(rotation @ rotation.T, np.eye(3), atol=1e-4)
+        assert np.linalg.det(rotation) == pytest.approx(1.0, abs=1e-4)
+        np.testing.assert_allclose(q[:, 3:6], p[:, 3:6] @ rotation.T, atol=1e-4)  # normals
+        np.testing.assert_array_equal(q[:, 6:], p[:, 6:])  # hks: intrinsic, unchanged
+        np.testing.assert_array_equal(repeat["inputs"], rotated["inputs"])  # every pass
+        assert not np.allclose(rotation, np.eye(3), atol=1e-2)
+        rotations.append(rotation)
+    assert not np.allclose(rotations[0], rotations[1], atol=1e-2)  # one per mesh
+
+
+def test_eval_rotation_accepts_none_and_so3_only(tiny_dataset, tmp_path):
+    with pytest.raises(ConfigError, match="data.eval_rotation"):
+        train_tiny(tiny_config(tiny_dataset, "data.eval_rotation=up"), tmp_path / "run")
