@@ -28,8 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from meshseg.data.convert import convert_split, shard_paths, split_file_pairs
+from meshseg.data.derived import stored_features
 from meshseg.data.manifest import MANIFEST_FORMAT
 from meshseg.data.meshfiles import file_sha256
+from meshseg.config import DataConfig
 from meshseg.errors import ConfigError
 
 STAMP_NAME = "stamp.json"
@@ -80,6 +82,22 @@ class MeshFolder:
     validation_seed: int = 0
 
 
+def mesh_folder(data: DataConfig) -> MeshFolder:
+    """The `MeshFolder` of a `data` config of source mesh_folder (root made absolute):
+    what the converter converts, and the splits the descriptor baseline reads
+    (`meshseg.tools.baseline`), so both see the same training, validation and test meshes.
+    """
+    return MeshFolder(str(Path(data.root).resolve()), data.meshes, data.labels,
+                      data.num_classes, data.label_offset,
+                      {"train": data.train_shards, "test": data.test_shards,
+                       VALIDATION: data.validation_shards}, data.adjacency,
+                      features=stored_features(data.features), levels=data.levels,
+                      coarsening=data.coarsening,
+                      entries={"train": data.train_entries, "test": data.test_entries},
+                      split_files={"train": data.train_split, "test": data.test_split},
+                      validation=data.validation_meshes, validation_seed=data.validation_seed)
+
+
 def validation_entries(num_train: int, count: int, seed: int) -> np.ndarray:
     """Indices (int64, ascending) of the `count` training entries held out for validation:
     a uniform draw without replacement by NumPy's PCG64 generator seeded with `seed`, so
@@ -95,7 +113,7 @@ def validation_entries(num_train: int, count: int, seed: int) -> np.ndarray:
     return np.sort(chosen).astype(np.int64)
 
 
-def _pairs(source: MeshFolder) -> dict[str, tuple[list[Path], list[Path]]]:
+def split_pairs(source: MeshFolder) -> dict[str, tuple[list[Path], list[Path]]]:
     """(mesh paths, label paths) of each split's entries that match `source.entries`, and
     of the validation split carved from the training entries when `source.validation`.
 
@@ -180,7 +198,7 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
         message names the file).
     """
     cache_dir = Path(cache_dir)
-    pairs = _pairs(source)
+    pairs = split_pairs(source)
     stamp = _source_stamp(source, pairs)
     # A split of fewer meshes than shards gets one shard per mesh.
     shards = {split: min(source.shards.get(split, 1), len(paths[0]))

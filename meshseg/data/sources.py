@@ -25,10 +25,9 @@ import numpy as np
 from meshseg.config import DataConfig
 from meshseg.data.buckets import auto_boundaries, bucket_shapes
 from meshseg.data.manifest import manifest_sizes, unlisted_shards
-from meshseg.data.derived import stored_features
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import make_dataset, read_meshes
-from meshseg.data.prepare import VALIDATION, MeshFolder, prepare_mesh_folder
+from meshseg.data.prepare import VALIDATION, mesh_folder, prepare_mesh_folder
 from meshseg.batch import level_key
 from meshseg.data.reader import BadRecordLog, geometry_digests, stored_adjacency
 from meshseg.errors import ConfigError, DataError
@@ -65,15 +64,7 @@ def resolve_files(data: DataConfig) -> dict[str, list[str]]:
     root = str(Path(data.root).resolve())
     if not Path(root).is_dir():
         raise ConfigError(f"data.root={root!r} is not a folder; pass data.root=<path>")
-    source = MeshFolder(root, data.meshes, data.labels, data.num_classes, data.label_offset,
-                        {"train": data.train_shards, "test": data.test_shards,
-                         VALIDATION: data.validation_shards}, data.adjacency,
-                        features=stored_features(data.features), levels=data.levels,
-                        coarsening=data.coarsening,
-                        entries={"train": data.train_entries, "test": data.test_entries},
-                        split_files={"train": data.train_split, "test": data.test_split},
-                        validation=data.validation_meshes,
-                        validation_seed=data.validation_seed)
+    source = mesh_folder(data)
     prepared = prepare_mesh_folder(source, data.cache_dir, workers=data.convert_workers,
                                    descriptor_cache=data.descriptor_cache)
     return {split: prepared[split] for split in ("train", VALIDATION, "test")

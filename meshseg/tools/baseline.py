@@ -57,7 +57,8 @@ import numpy as np
 from meshseg.cli import at_least, command, output_dir
 from meshseg.config import composed_config
 from meshseg.console import start_tensorflow_quietly
-from meshseg.data.convert import split_file_pairs
+from meshseg.data.prepare import mesh_folder
+from meshseg.data.prepare import split_pairs as prepare_split_pairs
 from meshseg.data.descriptor_cache import DESCRIPTORS
 from meshseg.data.descriptor_cache import mesh_descriptors as cached_descriptors
 from meshseg.data.meshfiles import file_sha256, load_geometry, load_label_file
@@ -71,7 +72,9 @@ SPLITS = ("train", "test")
 
 def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
     """{split: (mesh paths, label paths)} of the composed `data` config's mesh folder,
-    resolved as the converter resolves them (`meshseg.data.convert.split_file_pairs`).
+    resolved by the converter's own `meshseg.data.prepare.split_pairs` (its split files;
+    with `data.validation_meshes`, the training split without the validation meshes, so
+    the baseline learns from the network's training meshes).
 
     Raises:
       ConfigError: if `data.source` is not `mesh_folder`, `data.root` is not a folder, or
@@ -84,14 +87,11 @@ def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
     root = Path(data.root)
     if not root.is_dir():
         raise ConfigError(f"data.root={data.root!r} is not a folder; pass data.root=<path>")
-    pairs = {}
-    for split, pattern in (("train", data.train_entries), ("test", data.test_entries)):
-        pairs[split] = split_file_pairs(root / data.meshes, root / data.labels,
-                                        root / f"{split}.txt", pattern)
+    pairs = prepare_split_pairs(mesh_folder(data))
+    for split in SPLITS:
         if not pairs[split][0]:
-            matching = f" matching data.{split}_entries={pattern!r}" if pattern != "*" else ""
-            raise ConfigError(f"{root / f'{split}.txt'} lists no mesh{matching}")
-    return pairs
+            raise ConfigError(f"{root / getattr(data, f'{split}_split')} lists no mesh")
+    return {split: pairs[split] for split in SPLITS}
 
 
 def mesh_descriptors(mesh_path: Path, cache_dir: Path | None) -> dict[str, np.ndarray]:
