@@ -27,11 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
+from meshseg.config import DataConfig
 from meshseg.data.convert import convert_split, shard_paths, split_file_pairs
 from meshseg.data.derived import stored_features
 from meshseg.data.manifest import MANIFEST_FORMAT
 from meshseg.data.meshfiles import file_sha256
-from meshseg.config import DataConfig
 from meshseg.errors import ConfigError
 
 STAMP_NAME = "stamp.json"
@@ -90,7 +90,8 @@ def mesh_folder(data: DataConfig) -> MeshFolder:
     return MeshFolder(str(Path(data.root).resolve()), data.meshes, data.labels,
                       data.num_classes, data.label_offset,
                       {"train": data.train_shards, "test": data.test_shards,
-                       VALIDATION: data.validation_shards}, data.adjacency,
+                       **({VALIDATION: data.validation_shards} if data.validation_meshes
+                          else {})}, data.adjacency,
                       features=stored_features(data.features), levels=data.levels,
                       coarsening=data.coarsening,
                       entries={"train": data.train_entries, "test": data.test_entries},
