@@ -102,8 +102,10 @@ def tiny_rna(server, tmp_path):
     archive, manifest = tiny_rna_archive()
     server.files["tiny.zip"] = archive
     (tmp_path / "rna.sha256").write_text(manifest)
+    # 3 training meshes: hold out 1 of them, not experiment=rna_full's 55
     return replace(DATASETS["rna"], archives=(Archive(server.url("tiny.zip"), "tiny.zip"),),
-                   manifest=tmp_path / "rna.sha256")
+                   manifest=tmp_path / "rna.sha256",
+                   overrides=(*DATASETS["rna"].overrides, "data.validation_meshes=1"))
 
 
 def left_in(root: Path) -> list:
@@ -121,9 +123,10 @@ def test_download_checks_extracts_converts_and_prints_the_train_command(
     assert (folder / "off" / "d.off").is_file() and (folder / "download.json").is_file()
     assert "licence: MIT" in out
     assert out.strip().endswith(
-        "train: python train.py experiment=rna_full data.root=datasets/rna data.meshes=off")
-    shards = sorted((tmp_path / "data" / "cache" / "rna_full").glob("train-*"))
-    assert count_records(shards) == 3
+        "train: python train.py experiment=rna_full data.root=datasets/rna data.meshes=off"
+        " data.validation_meshes=1")
+    shards = sorted((tmp_path / "data" / "cache" / "rna_full_xyz-hks_l3").glob("train-*"))
+    assert count_records(shards) == 2  # and 1 validation mesh
     # a second run finds the download and leaves it as it is
     main(["rna", "--root", "datasets", "--no-convert"])
     assert "already downloaded" in capsys.readouterr().out
