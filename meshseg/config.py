@@ -303,7 +303,8 @@ class TrainConfig:
 
 # The integer settings that count something: each must be >= 1 (each entry, for a list).
 COUNTS = ("steps", "eval_every", "checkpoint.every", "checkpoint.keep", "data.num_classes",
-          "data.train_shards", "data.test_shards", "data.validation_shards", "data.convert_workers", "data.batch_size",
+          "data.train_shards", "data.test_shards", "data.validation_shards",
+          "data.convert_workers", "data.batch_size",
           "data.shuffle_buffer", "data.num_buckets", "data.pad_multiple",
           "data.bucket_boundaries", "model.num_weight_matrices", "model.input_channels",
           "model.conv_channels", "model.hidden_channels", "impl.timing_steps",

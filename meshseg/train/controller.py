@@ -64,7 +64,8 @@ class Controller:
 
     def __init__(self, output_dir: str, model: keras.Model,
                  optimizer: keras.optimizers.Optimizer, schedule: Schedule,
-                 run_eval: Callable[[bool], Dict[str, Dict[str, float]]], checkpoint_dir: Optional[str] = None,
+                 run_eval: Callable[[bool], Dict[str, Dict[str, float]]],
+                 checkpoint_dir: Optional[str] = None,
                  restore_dir: Optional[str] = None):
         self.schedule = schedule
         self.run_eval = run_eval
