@@ -106,7 +106,11 @@ def _download(url: str, part: Path, progress: bool) -> None:
             return
         raise DataError(f"{url}: HTTP {error.code} {error.reason}") from None
     except (urllib.error.URLError, http.client.HTTPException, OSError) as error:
-        raise DataError(f"{url}: download interrupted after {part.stat().st_size} bytes "
+        received = part.stat().st_size if part.exists() else 0
+        if not received:  # no connection at all (no network, unknown host, refused)
+            raise DataError(f"{url}: could not download ({type(error).__name__}: "
+                            f"{getattr(error, 'reason', error)}); check the network") from None
+        raise DataError(f"{url}: download interrupted after {received} bytes "
                         f"({type(error).__name__}: {error}); run the same command again to "
                         "resume") from None
     if total is not None and part.stat().st_size != total:

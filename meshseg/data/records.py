@@ -89,6 +89,24 @@ def level_field(level: int, name: str) -> str:
     return f"level{level}_{name}"
 
 
+def finite_float32(name: str, values) -> np.ndarray:
+    """`values` as float32, checked finite: no record stores NaN or infinity.
+
+    Raises:
+      ValueError: naming the field `name`, how many values are not finite after the cast,
+        and the first one (its index and value before the cast).
+    """
+    original = np.asarray(values)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = original.astype(np.float32)
+    bad = ~np.isfinite(cast)
+    if bad.any():
+        first = tuple(int(axis[0]) for axis in np.nonzero(bad))
+        raise ValueError(f"{name} is not finite in float32 at {int(bad.sum())} values, e.g. "
+                         f"{list(first)} = {original[first]:g}")
+    return cast
+
+
 def mesh_to_example(
     vertices: np.ndarray,
     triangles: np.ndarray,
@@ -117,12 +135,13 @@ def mesh_to_example(
       The serialised `tf.train.Example` (bytes) in the demo schema.
 
     Raises:
-      ValueError: if an array has the wrong rank or last dimension, the
+      ValueError: if a float array is not finite in float32 (`finite_float32`), an
+        array has the wrong rank or last dimension, the
         number of labels differs from the number of vertices, or the adjacency
         arrays are incomplete or inconsistent, or a feature or level has the wrong
         shape or a parent index outside its level.
     """
-    vertices = np.asarray(vertices, dtype=np.float32)
+    vertices = finite_float32("vertices", vertices)
     triangles = np.asarray(triangles, dtype=np.int32)
     labels = np.asarray(labels, dtype=np.int32)
     if vertices.ndim != 2 or vertices.shape[1] != 3:
@@ -153,7 +172,9 @@ def _adjacency_features(adjacency: dict[str, np.ndarray], num_vertices: int) -> 
     if level is None:
         raise ValueError(f"adjacency arrays {sorted(adjacency)} are no stored level; the "
                          f"levels hold {dict(ADJACENCY_FIELDS)}")
-    arrays = {name: np.asarray(adjacency[name], ADJACENCY_FEATURES[name].as_numpy_dtype)
+    arrays = {name: (finite_float32(name, adjacency[name])
+                     if ADJACENCY_FEATURES[name] == tf.float32
+                     else np.asarray(adjacency[name], ADJACENCY_FEATURES[name].as_numpy_dtype))
               for name in adjacency}
     if level != "none":
         num_edges = arrays["edges"].shape[0]
@@ -184,7 +205,7 @@ def _derived_features(features: dict[str, np.ndarray], levels, num_vertices: int
         if name not in STORED_FEATURES:
             raise ValueError(f"feature {name!r} is not stored in records; stored are "
                              f"{', '.join(STORED_FEATURES)}")
-        values = np.asarray(values, np.float32)
+        values = finite_float32(name, values)
         if values.shape != (num_vertices, STORED_FEATURES[name]):
             raise ValueError(f"{name} must have shape [V, {STORED_FEATURES[name]}] = "
                              f"[{num_vertices}, {STORED_FEATURES[name]}], got {values.shape}")
@@ -196,7 +217,7 @@ def _derived_features(features: dict[str, np.ndarray], levels, num_vertices: int
     for index, level in enumerate(levels, start=1):
         count = int(level.num_vertices)
         edges = np.asarray(level.edges, np.int32)
-        edge_weights = np.asarray(level.edge_weights, np.float32)
+        edge_weights = finite_float32(f"level {index} edge_weights", level.edge_weights)
         parents = np.asarray(level.parents, np.int32)
         if (edges.ndim != 2 or edges.shape[1:] != (2,) or edge_weights.shape != edges.shape[:1]
                 or parents.shape != (below,)):

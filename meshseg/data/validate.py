@@ -83,8 +83,11 @@ def validate_geometry(vertices: np.ndarray, triangles: np.ndarray) -> FaceCounts
         raise InvalidMeshError(f"vertices must have shape [V, 3], got {vertices.shape}")
     if triangles.ndim != 2 or triangles.shape[1] != 3:
         raise InvalidMeshError(f"faces must be triangles, got shape {triangles.shape}")
-    if not np.isfinite(vertices).all():
-        raise InvalidMeshError("vertex coordinates contain NaN or infinity")
+    finite = np.isfinite(vertices)
+    if not finite.all():
+        vertex, axis = (int(index[0]) for index in np.nonzero(~finite))
+        raise InvalidMeshError(f"vertex coordinates contain NaN or infinity (vertex {vertex} "
+                               f"has {'xyz'[axis]} = {vertices[vertex, axis]})")
     if triangles.min() < 0 or triangles.max() >= num_vertices:
         raise InvalidMeshError(
             f"face vertex indices span [{triangles.min()}, {triangles.max()}], "
@@ -131,9 +134,17 @@ def float32_positions(vertices: np.ndarray, triangles: np.ndarray,
       needed), `FaceCounts` of the stored positions).
 
     Raises:
-      InvalidMeshError: if even the centred positions merge vertices or collapse faces
-        in float32.
+      InvalidMeshError: naming the vertex, axis and value if a coordinate lies beyond
+        float32's range (about 3.4e38: the cast would store infinity), or if even the
+        centred positions merge vertices or collapse faces in float32.
     """
+    beyond = np.abs(vertices) > np.finfo(np.float32).max
+    if beyond.any():
+        vertex, axis = (int(index[0]) for index in np.nonzero(beyond))
+        raise InvalidMeshError(
+            f"vertex {vertex} has {'xyz'[axis]} = {vertices[vertex, axis]:g}, beyond float32's "
+            f"range (±{np.finfo(np.float32).max:.3g}; {int(beyond.any(axis=1).sum())} "
+            "vertices lie beyond it)")
     distinct = _distinct(vertices)
     origin = np.zeros(3)
     for attempt in range(2):

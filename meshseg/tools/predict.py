@@ -12,11 +12,15 @@ center mean / none and scale rms / none (`load_run_config`).
 Command line:
 
     python -m meshseg.tools.predict outputs/<run> my/mesh.off other.ply --out predictions \\
-        [--labels-dir my/labels --label-offset 0] [--overwrite]
+        [--labels-dir my/labels] [--overwrite]
 
 writes `<out>/<stem>.ply` (the mesh, vertices coloured by predicted class) and
-`<out>/<stem>.txt` (one predicted label per line); with `--labels-dir`, it also prints
-each mesh's per-vertex accuracy against `<labels-dir>/<stem>.txt`. Outputs never replace
+`<out>/<stem>.txt` (one predicted label per line, in the label files' convention: class
+minus the run's `data.label_offset`, e.g. -1 for the RNA data's unlabelled class 0); with
+`--labels-dir`, it also prints each mesh's per-vertex accuracy against
+`<labels-dir>/<stem>.txt`, read in the same convention. `--label-offset N` only restates
+the run's offset: a different value is refused, since the model's classes were fixed by
+the offset it was trained with. Outputs never replace
 one another: meshes with the same stem (`a/part.off`, `b/part.off`) are refused before
 anything is written, and so are outputs already in `--out` unless `--overwrite` is given.
 
@@ -57,13 +61,14 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class InputSettings:
     """What a run's inputs need: classes K, the features, levels and normalisation
-    (`meshseg.data.inputs.MeshInputs`), the hierarchy's coarsening, and its test split's
-    shards."""
+    (`meshseg.data.inputs.MeshInputs`), the hierarchy's coarsening, its test split's
+    shards, and the offset its label files were read with (class = label + offset)."""
 
     num_classes: int
     inputs: MeshInputs
     coarsening: float
     test_files: List[str]
+    label_offset: int = 0
 
 
 # Settings older runs stored, and the values that replace them: {old key: (new key,
@@ -101,7 +106,21 @@ def input_settings(run_dir: str) -> InputSettings:
         raise ConfigError(f"{run_dir} holds no finished meshseg run (run_config.yaml and "
                           "summary.json are needed); give a run directory train.py wrote")
     return InputSettings(config.data.num_classes, MeshInputs.of(config.data),
-                         config.data.coarsening, summary.test_files)
+                         config.data.coarsening, summary.test_files,
+                         config.data.label_offset)
+
+
+def run_label_offset(settings: InputSettings, requested: Optional[int]) -> int:
+    """The label offset predict uses: the run's (`settings.label_offset`).
+
+    Raises:
+      ConfigError: if `requested` (a `--label-offset`) is given and differs from it.
+    """
+    if requested is not None and requested != settings.label_offset:
+        raise ConfigError(f"--label-offset {requested} differs from the run's "
+                          f"data.label_offset {settings.label_offset}: the model's classes are "
+                          f"labels + {settings.label_offset}; leave --label-offset out")
+    return settings.label_offset
 
 
 def load_model(run_dir: str) -> keras.Model:
@@ -250,7 +269,7 @@ class Predictions:
 
 
 def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
-                  labels_dir: Optional[str] = None, label_offset: int = 0,
+                  labels_dir: Optional[str] = None, label_offset: Optional[int] = None,
                   overwrite: bool = False) -> Predictions:
     """Predicts and writes every mesh of `mesh_paths` (see the module docstring).
 
@@ -259,17 +278,20 @@ def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
     as the converter loads and checks it (`meshseg.data.meshfiles.load_geometry`, and with
     `labels_dir` its label file with `validate_labels`); a mesh that fails is listed in
     `failures` with its reason and the others go on. Written labels are the predicted
-    classes minus `label_offset`, i.e. in the label files' convention. With `labels_dir`,
-    `<labels_dir>/<stem>.txt` + `label_offset` are the true classes.
+    classes minus the run's label offset, i.e. in the label files' convention. With
+    `labels_dir`, `<labels_dir>/<stem>.txt` + that offset are the true classes.
+    `label_offset`, if given, must equal the run's (`run_label_offset`).
 
     Returns:
       the `Predictions`.
 
     Raises:
-      ConfigError: from `check_outputs`, or for a directory without a finished run.
+      ConfigError: from `check_outputs` or `run_label_offset`, or for a directory without
+        a finished run.
     """
     check_outputs(mesh_paths, out_dir, overwrite)
     settings = input_settings(run_dir)
+    label_offset = run_label_offset(settings, label_offset)
     model = load_model(run_dir)
     result = Predictions([], {}, {})
     for path in mesh_paths:
@@ -296,16 +318,18 @@ def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
 
 
 def check_arguments(run_dir: str, mesh_paths: List[str], out_dir: str,
-                    labels_dir: Optional[str], overwrite: bool) -> None:
+                    labels_dir: Optional[str], overwrite: bool,
+                    label_offset: Optional[int] = None) -> None:
     """The command line's checks, made before TensorFlow is imported.
 
     Raises:
       ConfigError: naming the argument: a run directory that does not exist, holds no
         finished run or no model.keras; a mesh file that does not exist; a `--labels-dir`
-        that is not a folder; an `--out` that is a file; or a `check_outputs` refusal.
+        that is not a folder; an `--out` that is a file; a `--label-offset` other than the
+        run's (`run_label_offset`); or a `check_outputs` refusal.
     """
     existing_dir("run_dir", run_dir)
-    input_settings(run_dir)
+    run_label_offset(input_settings(run_dir), label_offset)
     if not os.path.isfile(os.path.join(run_dir, MODEL_FILE)):
         raise ConfigError(f"{run_dir} holds no {MODEL_FILE}; give the directory of a run "
                           "that finished")
@@ -331,12 +355,14 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("meshes", nargs="+", help="mesh files trimesh reads (OFF, PLY, OBJ, ...)")
     parser.add_argument("--out", default="predictions", help="output directory")
     parser.add_argument("--labels-dir", help="folder of <stem>.txt true labels, one per vertex")
-    parser.add_argument("--label-offset", type=int, default=0,
-                        help="class = label + offset (1 for the RNA data's -1 = unlabelled)")
+    parser.add_argument("--label-offset", type=int, default=None,
+                        help="class = label + offset; the run's data.label_offset is used "
+                             "(1 for the RNA data's -1 = unlabelled), a different one refused")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace outputs of an earlier call in --out")
     args = parser.parse_args(argv)
-    check_arguments(args.run_dir, args.meshes, args.out, args.labels_dir, args.overwrite)
+    check_arguments(args.run_dir, args.meshes, args.out, args.labels_dir, args.overwrite,
+                    args.label_offset)
     start_tensorflow_quietly()
     result = predict_files(args.run_dir, args.meshes, args.out, args.labels_dir,
                            args.label_offset, args.overwrite)

@@ -1,12 +1,14 @@
 """Specification of mesh-file reading and validation (meshseg.data.meshfiles, .validate)."""
 
+import warnings
+
 import numpy as np
 import pytest
 import trimesh
 
 from helpers.meshes import (CUT_MESH_REASONS, SEAM_OBJ, ascii_ply_text, off_text,
                             write_cut_meshes)
-from meshseg.data.meshfiles import (face_to_vertex_labels, load_label_file,
+from meshseg.data.meshfiles import (face_to_vertex_labels, load_geometry, load_label_file,
                                     load_labelled_mesh, load_mesh)
 from meshseg.data.validate import (InvalidMeshError, count_suspicious_faces, validate_geometry,
                                    validate_labels)
@@ -209,3 +211,31 @@ def test_far_from_the_origin_the_stored_float32_mesh_keeps_every_vertex_and_face
     assert len(np.unique(mesh.vertices, axis=0)) == 16 and mesh.face_counts.degenerate == 0
     np.testing.assert_allclose(mesh.vertices + mesh.origin, vertices, atol=1e-3)
     np.testing.assert_allclose(mesh.origin, [512345.03, 5412345.03, 0])
+
+
+@pytest.mark.parametrize("suffix, text", [
+    (".off", "OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 1e39\n3 0 1 2\n"),
+    (".ply", "ply\nformat ascii 1.0\nelement vertex 3\nproperty double x\nproperty double y\n"
+             "property double z\nelement face 1\nproperty list uchar int vertex_indices\n"
+             "end_header\n0 0 0\n1 0 0\n0 1 -1e39\n3 0 1 2\n"),
+])
+def test_a_coordinate_beyond_float32_is_refused_naming_the_vertex_and_value(
+        tmp_path, suffix, text):
+    """A position read in float64 that a record's float32 would store as infinity (an OFF
+    text, a double-precision PLY) is refused before any cast, with no NumPy warning."""
+    path = tmp_path / f"far{suffix}"
+    path.write_text(text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(InvalidMeshError, match=r"vertex 2 has z = -?1e\+39, beyond float32's "
+                                                   r"range \(±3.4e\+38; 1 vertices lie beyond it\)"):
+            load_geometry(path)
+
+
+def test_a_float32_ply_that_overflows_names_the_vertex_holding_infinity(tmp_path):
+    path = tmp_path / "far.ply"
+    path.write_text("ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+                    "property float z\nelement face 1\nproperty list uchar int vertex_indices\n"
+                    "end_header\n0 0 0\n1 0 0\n0 inf 0\n3 0 1 2\n")
+    with pytest.raises(InvalidMeshError, match=r"NaN or infinity \(vertex 2 has y = inf\)"):
+        load_geometry(path)

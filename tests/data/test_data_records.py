@@ -72,3 +72,23 @@ def test_parse_rejects_negative_labels(tetrahedron, demo_style_example):
 def test_mesh_to_example_rejects_label_count_mismatch(tetrahedron):
     with pytest.raises(ValueError, match="labels must have shape"):
         mesh_to_example(tetrahedron["vertices"], tetrahedron["triangles"], np.zeros(4))
+
+
+def test_no_record_stores_a_value_that_is_not_finite_in_float32(tetrahedron):
+    """Every float field (positions, stored features, edge weights) is refused naming the
+    field and the first bad value: 1e39 overflows float32, NaN stays NaN."""
+    vertices, triangles, labels = (tetrahedron[key] for key in ("vertices", "triangles", "labels"))
+    far = vertices.astype(np.float64)
+    far[1, 2] = 1e39
+    with pytest.raises(ValueError, match=r"vertices is not finite in float32 at 1 values, "
+                                         r"e.g. \[1, 2\] = 1e\+39"):
+        mesh_to_example(far, triangles, labels)
+    normals = np.zeros([5, 3])
+    normals[4, 0] = np.nan
+    with pytest.raises(ValueError, match=r"normals is not finite in float32 at 1 values, "
+                                         r"e.g. \[4, 0\] = nan"):
+        mesh_to_example(vertices, triangles, labels, features={"normals": normals})
+    edges = np.array([[0, 1], [1, 0]], np.int32)
+    with pytest.raises(ValueError, match=r"edge_weights is not finite in float32 at 1 values"):
+        mesh_to_example(vertices, triangles, labels,
+                        adjacency={"edges": edges, "edge_weights": np.array([1.0, np.inf])})

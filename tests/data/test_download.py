@@ -163,6 +163,38 @@ def test_an_interrupted_download_resumes_where_it_stopped(tiny_rna, server, tmp_
     assert check_manifest(folder, tiny_rna.manifest) == 10
 
 
+def closed_port_url(name: str) -> str:
+    """A URL on 127.0.0.1 where nothing listens (connection refused, as with no network)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/{name}"
+
+
+def test_no_network_ends_in_one_line_naming_the_url(tiny_rna, tmp_path, monkeypatch, capsys):
+    url = closed_port_url("tiny.zip")
+    offline = replace(tiny_rna, archives=(Archive(url, "tiny.zip"),))
+    monkeypatch.setitem(DATASETS, "rna", offline)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["rna", "--root", str(tmp_path / "datasets")])
+    assert exit_info.value.code != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert err.startswith(f"error: {url}: could not download (URLError") and "network" in err
+    assert left_in(tmp_path / "datasets") in ([], [".downloads"])  # no .part, nothing half-made
+
+
+def test_a_connection_closed_before_any_byte_is_an_interruption_to_resume(tiny_rna, server,
+                                                                          tmp_path):
+    size = len(server.files["tiny.zip"])
+    server.cut_after = 0
+    with pytest.raises(DataError, match=f"interrupted after 0 of {size} bytes; run the same"):
+        download(tiny_rna, tmp_path / "root", progress=False)
+    assert download(tiny_rna, tmp_path / "root", progress=False).is_dir()
+
+
 def test_research_only_terms_need_accept_license(tiny_rna, tmp_path):
     restricted = replace(tiny_rna, terms="Research use only.")
     with pytest.raises(ConfigError, match="Research use only. Rerun with --accept-license"):

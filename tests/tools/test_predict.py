@@ -2,11 +2,13 @@
 evaluation, the written .ply/.txt files and the run settings' sources."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import trimesh
+from omegaconf import OmegaConf
 
 from helpers.meshes import SEAM_OBJ
 from helpers.runs import tiny_config, train_tiny
@@ -90,17 +92,41 @@ def test_written_ply_is_the_mesh_coloured_by_the_written_labels(trained_run, tes
     np.testing.assert_array_equal(written.visual.vertex_colors, label_colors(labels))
 
 
-def test_label_offset_shifts_written_and_compared_labels(trained_run, test_mesh_files, tmp_path):
+def test_the_runs_label_offset_shifts_written_and_compared_labels(trained_run, test_mesh_files,
+                                                                  tmp_path, capsys):
+    """A run trained with data.label_offset=1 (as the RNA data): predict reads its label
+    files as class - 1 and writes class - 1, with no option given."""
     mesh_path, labels_dir = test_mesh_files
+    offset_run = tmp_path / "offset_run"
+    shutil.copytree(trained_run, offset_run)
+    config = OmegaConf.load(offset_run / "run_config.yaml")
+    config.data.label_offset = 1
+    OmegaConf.save(config, offset_run / "run_config.yaml")
     shifted = tmp_path / "shifted"
     shifted.mkdir()
     np.savetxt(shifted / "mesh.txt", np.loadtxt(labels_dir / "mesh.txt", dtype=np.int64) - 1, fmt="%d")
     main([str(trained_run), str(mesh_path), "--out", str(tmp_path / "plain")])
-    accuracy = predict_files(str(trained_run), [str(mesh_path)], str(tmp_path / "offset"),
-                             labels_dir=str(shifted), label_offset=1).accuracies[str(mesh_path)]
+    main([str(offset_run), str(mesh_path), "--out", str(tmp_path / "offset"),
+          "--labels-dir", str(shifted)])
+    accuracy = float(capsys.readouterr().out.strip().splitlines()[-1].rsplit(" ", 1)[1])
     plain = np.loadtxt(tmp_path / "plain" / "mesh.txt", dtype=np.int64)
     np.testing.assert_array_equal(np.loadtxt(tmp_path / "offset" / "mesh.txt", dtype=np.int64), plain - 1)
-    assert accuracy == pytest.approx(np.mean(plain == np.loadtxt(labels_dir / "mesh.txt")))
+    assert accuracy == pytest.approx(np.mean(plain == np.loadtxt(labels_dir / "mesh.txt")), abs=5e-5)
+
+
+@pytest.mark.parametrize("offset", ["1", "-1"])
+def test_a_label_offset_other_than_the_runs_is_refused_before_anything_is_written(
+        trained_run, test_mesh_files, tmp_path, capsys, offset):
+    mesh_path, labels_dir = test_mesh_files
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(trained_run), str(mesh_path), "--out", str(tmp_path / "out"),
+              "--labels-dir", str(labels_dir), "--label-offset", offset])
+    assert exit_info.value.code == 2
+    assert (f"--label-offset {offset} differs from the run's data.label_offset 0"
+            in capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
+    main([str(trained_run), str(mesh_path), "--out", str(tmp_path / "same"), "--label-offset", "0"])
+    assert (tmp_path / "same" / "mesh.txt").exists()
 
 
 def test_test_split_evaluation_equals_the_runs_eval_accuracy(trained_run, tiny_dataset):
@@ -115,7 +141,7 @@ def test_test_split_evaluation_equals_the_runs_eval_accuracy(trained_run, tiny_d
 def test_input_settings_come_from_the_runs_settings_and_summary(trained_run, tiny_dataset):
     assert input_settings(str(trained_run)) == InputSettings(
         num_classes=6, inputs=MeshInputs(center="mean", scale="none"), coarsening=4.0,
-        test_files=[tiny_dataset["test"]])
+        test_files=[tiny_dataset["test"]], label_offset=0)
 
 
 def test_input_settings_refuse_a_directory_without_a_finished_run(tmp_path):
@@ -146,6 +172,14 @@ def test_bad_meshes_are_named_and_skipped_and_the_others_predicted(trained_run, 
     assert "Traceback" not in err
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
         "mesh.ply", "mesh.txt", "more.ply", "more.txt"]
+
+
+def test_a_mesh_beyond_float32_is_refused_naming_the_file_and_value(trained_run, tmp_path):
+    far = tmp_path / "far.off"
+    far.write_text("OFF\n4 2 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1e39\n3 0 1 2\n3 0 1 3\n")
+    result = predict_files(str(trained_run), [str(far)], str(tmp_path / "out"))
+    assert result.written == [] and not (tmp_path / "out" / "far.txt").exists()
+    assert "vertex 3 has z = 1e+39, beyond float32's range" in result.failures[str(far)]
 
 
 def test_an_obj_with_a_seam_gets_one_predicted_label_per_v_line(trained_run, tmp_path):
