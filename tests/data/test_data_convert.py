@@ -88,7 +88,7 @@ def _invalid_mesh_cases(tetrahedron):
         "face index": (dict(tetrahedron, triangles=bad_face), None,
                        r"face vertex indices span \[0, 9\], outside \[0, 5\)"),
         "nan vertex": (dict(tetrahedron, vertices=nan_vertices), None,
-                       "vertex coordinates contain NaN or infinity"),
+                       r"vertex coordinates contain NaN or infinity \(vertex 1 has x = nan\)"),
         "negative label": (tetrahedron, tetrahedron["labels"] - 2,
                            r"labels span \[-2, 1\], outside \[0, 3\) \(num_classes=3\)"),
         "label >= num_classes": (tetrahedron, None,

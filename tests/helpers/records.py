@@ -17,3 +17,20 @@ def derived_record(vertices, triangles, labels, features=(), levels: int = 0) ->
     derived = derive(vertices, triangles, features, levels)
     return mesh_to_example(vertices, triangles, labels, features=derived.features,
                            levels=derived.levels)
+
+
+def non_finite_tetrahedron_record() -> bytes:
+    """A tetrahedron record whose vertex 3 has z = inf (its loss is NaN), as another tool
+    might write it: `mesh_to_example` refuses such positions, so the record is built from a
+    finite one and its 'vertices' field replaced."""
+    import numpy as np
+
+    from meshseg.data.records import mesh_to_example
+
+    vertices = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], np.float32)
+    example = tf.train.Example.FromString(mesh_to_example(
+        vertices, np.array([[0, 1, 2], [0, 1, 3]], np.int32), np.array([0, 1, 2, 3], np.int32)))
+    vertices[3, 2] = np.inf
+    example.features.feature["vertices"].bytes_list.value[:] = [
+        tf.io.serialize_tensor(vertices).numpy()]
+    return example.SerializeToString()

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers.records import non_finite_tetrahedron_record
 from helpers.runs import PROJECT, scalars, tiny_config, train_py, train_tiny
-from meshseg.data.records import mesh_to_example
 from meshseg.train.summary import RunSummary
 
 TWO_REPLICAS = ("strategy=mirrored", "strategy.cpu_devices=2")
@@ -44,11 +44,9 @@ def write_good_then_non_finite(path, good_shard) -> str:
     """A shard holding the first mesh of `good_shard`, then a tetrahedron with an infinite
     coordinate (its loss is NaN)."""
     first = next(iter(tf.data.TFRecordDataset(good_shard))).numpy()
-    vertices = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, np.inf]], np.float32)
     with tf.io.TFRecordWriter(str(path)) as writer:
         writer.write(first)
-        writer.write(mesh_to_example(vertices, np.array([[0, 1, 2], [0, 1, 3]], np.int32),
-                                     np.array([0, 1, 2, 3], np.int32)))
+        writer.write(non_finite_tetrahedron_record())
     return str(path)
 
 

@@ -13,10 +13,10 @@ import pytest
 import tensorflow as tf
 from hydra.errors import ConfigCompositionException
 
+from helpers.records import non_finite_tetrahedron_record
 from helpers.runs import (PROJECT, final_weights, scalars, tiny_config, train_command,
                           train_py, train_tiny)
 from meshseg.config import INTEGER_RANGES, check_overrides, schema_keys
-from meshseg.data.records import mesh_to_example
 from meshseg.errors import ConfigError, DataError, NonFiniteError, RunDirError
 
 
@@ -71,10 +71,8 @@ def test_sigterm_saves_a_checkpoint_and_says_how_to_resume(tiny_dataset, tmp_pat
 
 def write_non_finite_mesh(path) -> str:
     """One tetrahedron record with an infinite coordinate, which makes the loss NaN."""
-    vertices = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, np.inf]], np.float32)
     with tf.io.TFRecordWriter(str(path)) as writer:
-        writer.write(mesh_to_example(vertices, np.array([[0, 1, 2], [0, 1, 3]], np.int32),
-                                     np.array([0, 1, 2, 3], np.int32)))
+        writer.write(non_finite_tetrahedron_record())
     return str(path)
 
 
