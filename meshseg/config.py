@@ -296,7 +296,8 @@ class TrainConfig:
     inter_op_threads: int = 0  # ops run at once (0: TensorFlow's default, one per core)
     resume: Optional[str] = None  # a run directory to continue from its latest checkpoint
     # Write a TensorBoard profile (<run dir>/train/plugins/profile/) of the global training
-    # steps [start, stop) of profile_steps (`meshseg.train.profiling`; README "Profiling").
+    # steps [start, stop) of profile_steps (`meshseg.train.profiling`;
+    # docs/implementations.md, "Profiling").
     profile: bool = False
     profile_steps: List[int] = field(default_factory=lambda: [10, 15])
 
