@@ -95,6 +95,24 @@ def vertex_normals(vertices: np.ndarray, triangles: np.ndarray) -> np.ndarray:
     return normals.astype(np.float32)
 
 
+def shifted_inverse(operator: scipy.sparse.csc_matrix) -> scipy.sparse.linalg.LinearOperator:
+    """(operator + EIGEN_SHIFT I)^-1 as a linear operator, for shift-invert Lanczos.
+
+    The sparse LU factorisation (SuperLU, `scipy.sparse.linalg.splu`) orders the columns by
+    minimum degree on A^T + A with symmetric pivoting, which suits a symmetric Laplacian:
+    on 15k-vertex RNA meshes its factors hold a quarter fewer entries than under eigsh's
+    own COLAMD ordering and a solve takes a third of the time (docs/performance.md).
+
+    Args:
+      operator: float64 [V, V] symmetric sparse matrix (CSC).
+    """
+    shifted = (operator + EIGEN_SHIFT * scipy.sparse.identity(operator.shape[0])).tocsc()
+    factors = scipy.sparse.linalg.splu(shifted, permc_spec="MMD_AT_PLUS_A",
+                                       options=dict(SymmetricMode=True))
+    return scipy.sparse.linalg.LinearOperator(operator.shape, matvec=factors.solve,
+                                              dtype=np.float64)
+
+
 def laplace_eigenpairs(vertices: np.ndarray, triangles: np.ndarray,
                        num_eigenpairs: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The smallest eigenpairs of the robust Laplacian: L phi = lambda M phi.
@@ -127,8 +145,8 @@ def laplace_eigenpairs(vertices: np.ndarray, triangles: np.ndarray,
         # A fixed start vector (ARPACK draws a random one), so a mesh's HKS is the same in
         # every process: the converter's records and predict agree bit for bit.
         start = np.random.default_rng(0).uniform(0.5, 1.5, num_vertices)
-        eigenvalues, vectors = scipy.sparse.linalg.eigsh(operator, count, sigma=-EIGEN_SHIFT,
-                                                         v0=start)
+        eigenvalues, vectors = scipy.sparse.linalg.eigsh(
+            operator, count, sigma=-EIGEN_SHIFT, v0=start, OPinv=shifted_inverse(operator))
         order = np.argsort(eigenvalues)
         eigenvalues, vectors = eigenvalues[order], vectors[:, order]
     return np.maximum(eigenvalues, 0.0), vectors / np.sqrt(mass)[:, None], mass
