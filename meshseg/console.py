@@ -12,6 +12,7 @@ not a native log line.
 
 import os
 import re
+import shutil
 import sys
 import tempfile
 
@@ -60,3 +61,17 @@ def start_tensorflow_quietly() -> None:
                 line for line in captured.splitlines(keepends=True)
                 if keep_native or not is_native_log_line(line)))
             sys.stderr.flush()
+
+
+def runnable_command(program: str) -> str:
+    """How to run `program`, an entry point installed beside this Python (e.g.
+    "tensorboard" in `.venv/bin/`), as a user would type it in the working directory: its
+    bare name when the shell finds that same file on PATH, otherwise its path (relative
+    to the working directory when inside it), so a printed command runs as printed."""
+    installed = os.path.join(os.path.dirname(sys.executable), program)
+    on_path = shutil.which(program)
+    if not os.path.exists(installed) or (
+            on_path and os.path.realpath(on_path) == os.path.realpath(installed)):
+        return program
+    relative = os.path.relpath(installed)
+    return installed if relative.startswith("..") else relative

@@ -1,5 +1,6 @@
 """Per-step and per-evaluation TensorBoard summaries, console progress, and peak memory."""
 
+import logging
 import os
 import resource
 import socket
@@ -13,6 +14,9 @@ from tensorboard.backend.event_processing.plugin_event_accumulator import EventA
 from tensorboard.compat.proto import event_pb2
 from tensorboard.summary.writer.record_writer import RecordWriter
 from tqdm.auto import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+log = logging.getLogger(__name__)
 
 
 def peak_rss_mib() -> float:
@@ -158,8 +162,10 @@ class RunLogger:
         with writer.as_default(step=step):
             for name, value in results.items():
                 tf.summary.scalar(name, value)
-        self.progress.write(f"{split} @ step {step}: " + ", ".join(
-            f"{name} {value:.4f}" for name, value in results.items()))
+        # Logged (so train.log holds it) through tqdm, so the line lands above the bar.
+        with logging_redirect_tqdm():
+            log.info("%s @ step %d: %s", split, step, ", ".join(
+                f"{name} {value:.4f}" for name, value in results.items()))
 
     @property
     def steps_logged(self) -> int:

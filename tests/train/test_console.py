@@ -2,14 +2,17 @@
 worker processes, and a closing summary that says what happened and where to look."""
 
 import logging
+import os
+import re
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from helpers.runs import PROJECT
 
-from meshseg.console import is_native_log_line
+from meshseg.console import is_native_log_line, runnable_command
 from meshseg.train.run import log_results
 from meshseg.train.summary import RunSummary
 
@@ -61,7 +64,24 @@ def test_train_py_converting_a_mesh_folder_prints_no_native_lines_and_a_closing_
     closing = "\n".join(result.stdout.splitlines()[-5:])
     assert "test accuracy" in closing and "majority-class baseline" in closing
     assert f"run directory: {run_dir}" in closing
-    assert "tensorboard --logdir" in closing
+    tensorboard = re.search(r"curves and meshes: (\S+) --logdir (\S+)$", closing, re.M)
+    assert tensorboard, closing
+    assert shutil.which(tensorboard[1], path=os.environ.get("PATH")) or os.access(
+        PROJECT / tensorboard[1], os.X_OK), tensorboard[1]  # runs as printed, from PROJECT
+    # train.log, the console's log, holds the evaluation lines too
+    assert re.search(r"eval @ step 2: accuracy \d", (run_dir / "train.log").read_text())
+
+
+def test_a_printed_command_names_the_program_as_the_shell_finds_it(tmp_path, monkeypatch):
+    installed = Path(sys.executable).parent / "tensorboard"
+    assert installed.exists()  # the test extra installs it beside this Python
+    monkeypatch.setenv("PATH", str(tmp_path))  # not on PATH: its path
+    monkeypatch.chdir(tmp_path)
+    assert runnable_command("tensorboard") in (str(installed), os.path.relpath(installed))
+    monkeypatch.chdir(installed.parent.parent)
+    assert runnable_command("tensorboard") == os.path.join("bin", "tensorboard")
+    monkeypatch.setenv("PATH", str(installed.parent))  # the same file on PATH: its name
+    assert runnable_command("tensorboard") == "tensorboard"
 
 
 @pytest.mark.parametrize("median_ms, expected", [
