@@ -27,6 +27,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from meshseg.cli import command, existing_dir, output_dir
+from meshseg.console import start_tensorflow_quietly
 from meshseg.errors import ConfigError
 from meshseg.train.rundir import SUMMARY_FILE
 from meshseg.train.summary import load_run
@@ -198,6 +199,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = parser.parse_args(argv)
     existing_dir("root", args.root)
     output_dir("--out", args.out or args.root)
+    start_tensorflow_quietly()
     paths = write_report(args.root, args.out)
     print(paths["table"])
     print(f"wrote {paths['report']} and {', '.join(PLOTS)}")

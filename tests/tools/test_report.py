@@ -1,5 +1,7 @@
 """meshseg.tools.report and meshseg.train.hparams on a tiny two-run sweep: table, report, plots, HParams."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -8,7 +10,8 @@ import tensorflow as tf
 from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 
-from helpers.runs import tiny_config, train_tiny
+from helpers.runs import PROJECT, tiny_config, train_tiny
+from meshseg.console import is_native_log_line
 from meshseg.errors import ConfigError
 from meshseg.tools.report import PLOTS, find_runs, load_records, main
 from meshseg.train.hparams import METRIC_KEYS, hparam_value, run_hparams
@@ -63,6 +66,16 @@ def test_cli_prints_the_table_and_writes_report_and_plots(sweep, tmp_path, capsy
     for name in PLOTS:
         png = (tmp_path / name).read_bytes()
         assert png.startswith(PNG_MAGIC) and len(png) > 5000
+
+
+@pytest.mark.slow
+def test_the_command_starts_tensorflow_without_its_native_start_up_lines(sweep, tmp_path):
+    result = subprocess.run([sys.executable, "-m", "meshseg.tools.report", str(sweep), "--out",
+                             str(tmp_path)], cwd=PROJECT, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "| gather_matmul |" in result.stdout
+    assert [line for line in result.stderr.splitlines() if is_native_log_line(line)] == []
 
 
 def test_load_records_refuses_a_directory_without_runs(tmp_path):
