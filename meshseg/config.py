@@ -16,6 +16,7 @@ receives them or plain values, never a DictConfig.
 """
 
 import dataclasses
+import glob
 import math
 import typing
 from dataclasses import dataclass, field
@@ -424,6 +425,36 @@ def check(config: TrainConfig) -> None:
     if config.strategy.name == "multi_worker" and config.loop.name != "custom":
         raise ConfigError("strategy=multi_worker needs loop=custom (Keras 3 Model.fit does not "
                           "run MultiWorkerMirroredStrategy here)")
+
+
+def data_root(data) -> Path:
+    """The mesh folder `data.root` of a `source: mesh_folder` data config, as an absolute
+    path (relative ones are relative to the working directory).
+
+    Raises:
+      ConfigError: if it is not a folder (checked by train.py before TensorFlow starts).
+    """
+    root = Path(data.root).resolve()
+    if not root.is_dir():
+        raise ConfigError(f"data.root={str(root)!r} is not a folder; pass data.root=<path>")
+    return root
+
+
+def check_data_paths(data) -> None:
+    """Refuses, before anything is read, data paths that do not exist: `data_root` for a
+    mesh folder, and for TFRecords a `data.train_files` / `data.test_files` pattern that
+    matches no file (`glob`, relative to the working directory).
+
+    Raises:
+      ConfigError: naming the setting and its value.
+    """
+    if data.source == "mesh_folder":
+        data_root(data)
+        return
+    for split in ("train", "test"):
+        pattern = getattr(data, f"{split}_files")
+        if pattern is None or not glob.glob(pattern):
+            raise ConfigError(f"data.{split}_files={pattern!r} matches no file")
 
 
 def checked_config(cfg: DictConfig) -> TrainConfig:

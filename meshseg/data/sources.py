@@ -18,11 +18,10 @@ splits and its `make_dataset` calls:
 import glob
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from meshseg.config import DataConfig
+from meshseg.config import DataConfig, check_data_paths, data_root
 from meshseg.data.buckets import auto_boundaries, bucket_shapes
 from meshseg.data.manifest import manifest_sizes, unlisted_shards
 from meshseg.data.inputs import MeshInputs
@@ -49,21 +48,18 @@ def resolve_files(data: DataConfig) -> dict[str, list[str]]:
         a glob matches converted shards their conversion's manifest does not list
         (`meshseg.data.manifest.unlisted_shards`).
     """
+    check_data_paths(data)
     if data.source == "tfrecords":
         files = {}
         for split, pattern in (("train", data.train_files), ("test", data.test_files)):
             files[split] = sorted(glob.glob(pattern))
-            if not files[split]:
-                raise ConfigError(f"data.{split}_files={pattern!r} matches no file")
             stale = unlisted_shards(files[split])
             if stale:
                 raise DataError(f"data.{split}_files={pattern!r} matches shards no manifest of "
                                 f"their conversion lists: {', '.join(stale)}; remove them or "
                                 "narrow the pattern")
         return files
-    root = str(Path(data.root).resolve())
-    if not Path(root).is_dir():
-        raise ConfigError(f"data.root={root!r} is not a folder; pass data.root=<path>")
+    data_root(data)
     source = mesh_folder(data)
     prepared = prepare_mesh_folder(source, data.cache_dir, workers=data.convert_workers,
                                    descriptor_cache=data.descriptor_cache)

@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 
 from meshseg.cli import at_least, command, output_dir
-from meshseg.config import composed_config
+from meshseg.config import composed_config, data_root
 from meshseg.console import start_tensorflow_quietly
 from meshseg.data.prepare import mesh_folder
 from meshseg.data.prepare import split_pairs as prepare_split_pairs
@@ -84,9 +84,7 @@ def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
     if data.source != "mesh_folder":
         raise ConfigError(f"data.source={data.source}: the baseline reads mesh files; choose "
                           "a data config with source mesh_folder")
-    root = Path(data.root)
-    if not root.is_dir():
-        raise ConfigError(f"data.root={data.root!r} is not a folder; pass data.root=<path>")
+    root = data_root(data)
     pairs = prepare_split_pairs(mesh_folder(data))
     for split in SPLITS:
         if not pairs[split][0]:

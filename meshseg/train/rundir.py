@@ -13,7 +13,7 @@ from typing import List
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
-from meshseg.config import TrainConfig, check_overrides, checked_config
+from meshseg.config import TrainConfig, check_data_paths, check_overrides, checked_config
 from meshseg.errors import ConfigError, MeshsegError, RunDirError
 
 # What a run directory holds, besides Hydra's `.hydra/` and `train.log`.
@@ -167,7 +167,8 @@ class RunDirCheck(Callback):
         task = OmegaConf.masked_copy(config, [key for key in config if key != "hydra"])
         try:
             check_overrides(list(config.hydra.overrides.task))
-            checked_config(OmegaConf.merge(OmegaConf.structured(TrainConfig), task))
+            check_data_paths(checked_config(
+                OmegaConf.merge(OmegaConf.structured(TrainConfig), task)).data)
             if task.get("resume") is not None:
                 check_resume(os.path.abspath(task.resume), task.resume)
                 config.hydra.run.dir = os.path.abspath(task.resume)

@@ -139,6 +139,35 @@ def test_config_errors_fail_before_any_output(override, message, tiny_dataset, t
     assert not (tmp_path / "run").exists()
 
 
+# train.py run with an exit hook that reports whether TensorFlow was ever imported.
+WITHOUT_TENSORFLOW = """
+import atexit, runpy, sys
+atexit.register(lambda: print("tensorflow imported:", "tensorflow" in sys.modules))
+sys.argv = ["train.py", *sys.argv[1:]]
+runpy.run_path("train.py", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["data=rna_sample", "data.root=/no/such/folder"],
+     "error: data.root='/no/such/folder' is not a folder; pass data.root=<path>"),
+    (["data=rna_sample", "data.root=data/rna_sample/labels/missing"],
+     "is not a folder"),
+    (["data=tfrecords", "data.train_files=/no/such/*.tfrecords", "data.num_classes=3"],
+     "error: data.train_files='/no/such/*.tfrecords' matches no file"),
+])
+def test_a_missing_data_path_is_refused_before_tensorflow_starts(overrides, message, tmp_path):
+    run_dir = tmp_path / "run"
+    result = subprocess.run([sys.executable, "-c", WITHOUT_TENSORFLOW, *overrides,
+                             f"hydra.run.dir={run_dir}"], cwd=PROJECT, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()]  # one line
+    assert message in result.stderr
+    assert "tensorflow imported: False" in result.stdout
+    assert not run_dir.exists()
+
+
 def test_every_integer_setting_has_a_range():
     integers = {key for key, kind in schema_keys().items()
                 if kind in (int, List[int], Optional[List[int]])}

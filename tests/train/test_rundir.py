@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from hydra import compose, initialize_config_dir
 
-from helpers.runs import CONFIG_DIR, communicate_all, default_dir_train_command
+from helpers.runs import CONFIG_DIR, PROJECT, communicate_all, default_dir_train_command
 from meshseg.train.rundir import RunDirCheck, claim_run_dir, new_run_dir
 
 # `python -c TOGETHER <barrier dir> <runs> train.py <overrides>`: train.py, whose run-directory
@@ -33,9 +33,11 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 def hydra_config(*overrides: str, with_hydra: bool = True):
     """The `train` config with its `hydra` node, as the RunDirCheck callback receives it
-    (without it, as the run receives it, if not `with_hydra`)."""
+    (without it, as the run receives it, if not `with_hydra`). The bundled data's folder
+    is given as an absolute path: the tests run in their own working directories."""
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        return compose(config_name="train", overrides=list(overrides),
+        return compose(config_name="train",
+                       overrides=[f"data.root={PROJECT / 'data' / 'rna_sample'}", *overrides],
                        return_hydra_config=with_hydra)
 
 
