@@ -24,7 +24,9 @@ import os
 from typing import Dict, List, Optional
 
 import numpy as np
+from hydra.experimental.callback import Callback
 from matplotlib.figure import Figure
+from omegaconf import DictConfig
 
 from meshseg.cli import command, existing_dir, output_dir
 from meshseg.console import start_tensorflow_quietly
@@ -187,6 +189,23 @@ def write_report(root: str, out_dir: Optional[str] = None) -> Dict[str, str]:
         f.write(f"# Runs under `{root}`\n\n{table}\n\n")
         f.write("".join(f"![{name[:-4]}]({name})\n\n" for name in PLOTS))
     return paths
+
+
+class SweepReport(Callback):
+    """Hydra callback (conf/train.yaml): when a multirun ends, writes the report of its
+    sweep directory (`write_report`) and prints the comparison table, one row per job, and
+    where the report is. A sweep whose jobs wrote no run prints why instead."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+        sweep_dir = config.hydra.sweep.dir
+        start_tensorflow_quietly()
+        try:
+            paths = write_report(sweep_dir)
+        except ConfigError as error:
+            print(f"no sweep report: {error}")
+            return
+        print(f"\n{paths['table']}\n\nreport: {paths['report']} "
+              f"(again: python -m meshseg.tools.report {sweep_dir})")
 
 
 @command

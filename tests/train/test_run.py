@@ -138,6 +138,11 @@ def test_multirun_writes_one_logdir_per_job(tiny_dataset, tmp_path):
         assert {"loss", "accuracy", "step_time_ms"} <= set(scalars(job_dir, "train"))
     pids = {RunSummary.load(job_dir).pid for job_dir in job_dirs}
     assert len(pids) == 2  # each job trained in its own process
+    # it ends with the comparison of its jobs: one table row each, and the report written
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| ") and "_jit-" in line]
+    assert [row.split(" | ")[0] for row in rows] == [f"| {p.name}" for p in job_dirs]
+    assert f"report: {tmp_path / 'report.md'}" in result.stdout
+    assert (tmp_path / "report.md").exists()
 
 
 def test_the_summary_records_test_meshes_that_are_training_meshes(tiny_dataset, tmp_path):
