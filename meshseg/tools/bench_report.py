@@ -14,6 +14,9 @@ import os
 import platform
 from typing import Dict, List, Optional, Sequence
 
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
 REFERENCE_IMPL = "gather_sum"
 
 # (row key, table header, format) in table order; every key is also a CSV column.
@@ -137,12 +140,12 @@ def write_results(rows: List[Dict], meta: Dict, out_dir: str) -> List[str]:
     return [csv_path, json_path, png_path]
 
 
-def plot(rows: Sequence[Dict], path: str) -> None:
-    """Bar charts of median step time (log scale) and step peak memory, one bar per row."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def bench_figure(rows: Sequence[Dict]) -> Figure:
+    """Bar charts of median step time (ms, log scale) and step peak memory (MiB), one bar
+    per row, each labelled with its value. The time axis starts at half the fastest
+    step, so every bar shows; the legend names the implementations that ran and the XLA
+    hatching only when some row ran under XLA. Drawn on `matplotlib.figure.Figure` (the
+    Agg canvas), never through pyplot's global state."""
     rows = sorted(rows, key=lambda r: tuple(str(r.get(k)) for k in SIZE_KEYS) + (r["jit"],))
     impls = list(dict.fromkeys(r["impl"] for r in rows))
     colors = {impl: f"C{i}" for i, impl in enumerate(impls)}
@@ -150,9 +153,11 @@ def plot(rows: Sequence[Dict], path: str) -> None:
               + (f"\nthreads {r.get('threads', 0)}:{r.get('inter_op_threads', 0)}"
                  if r.get("threads") or r.get("inter_op_threads") else "")
               for r in rows]
-    fig, axes = plt.subplots(2, 1, figsize=(max(6, 1.1 * len(rows)), 8), sharex=True)
-    for ax, key, ylabel in [(axes[0], "step_ms", "median step time [ms]"),
-                            (axes[1], "step_peak_increase_mib", "step peak RSS increase [MiB]")]:
+    fig = Figure(figsize=(max(6, 1.1 * len(rows)), 8))
+    axes = fig.subplots(2, 1, sharex=True)
+    for ax, key, ylabel, unit in [(axes[0], "step_ms", "median step time [ms]", "ms"),
+                                  (axes[1], "step_peak_increase_mib",
+                                   "step peak RSS increase [MiB]", "MiB")]:
         for x, row in enumerate(rows):
             value = row.get(key)
             if value is None:
@@ -161,16 +166,26 @@ def plot(rows: Sequence[Dict], path: str) -> None:
                 continue
             ax.bar(x, value, color=colors[row["impl"]], hatch="//" if row["jit"] else None,
                    edgecolor="black", linewidth=0.5)
+            ax.annotate(f"{value:.0f} {unit}", (x, value), ha="center", va="bottom", fontsize=7)
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
-    if any(r.get("step_ms") for r in rows):
+    times = [r["step_ms"] for r in rows if r.get("step_ms")]
+    if times:
         axes[0].set_yscale("log")
+        axes[0].set_ylim(min(times) / 2, max(times) * 2)
     axes[1].set_xticks(range(len(rows)), labels, fontsize=7)
-    handles = [plt.Rectangle((0, 0), 1, 1, color=colors[i]) for i in impls]
-    handles.append(plt.Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//"))
-    axes[0].legend(handles, impls + ["jit (XLA)"], fontsize=8)
+    handles = [Rectangle((0, 0), 1, 1, color=colors[impl]) for impl in impls]
+    names = list(impls)
+    if any(r["jit"] for r in rows):
+        handles.append(Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//"))
+        names.append("jit (XLA)")
+    axes[0].legend(handles, names, fontsize=8)
     axes[0].set_title(f"meshseg FeaStNet step, batch {rows[0]['batch_size']}, "
                       f"{rows[0]['num_layers']} graph convolutions" if rows else "meshseg bench")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    return fig
+
+
+def plot(rows: Sequence[Dict], path: str) -> None:
+    """Writes `bench_figure(rows)` as a PNG to `path`."""
+    bench_figure(rows).savefig(path, dpi=100)

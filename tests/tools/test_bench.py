@@ -132,3 +132,16 @@ def test_a_worker_error_is_reported_by_its_type_and_first_line():
     error = KeyError("Exception encountered when calling Model.call().\n\n\x1b[1mneighbors\x1b[0m")
     assert bench_worker.first_line(error) == "KeyError: Exception encountered when calling Model.call()."
     assert bench_worker.first_line(ValueError("\nbad shape\nmore")) == "ValueError: bad shape"
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_the_plot_shows_every_bar_and_names_only_what_ran(jit):
+    rows = bench_report.add_derived_columns([
+        _row("gather_sum", jit, 2000.0, 400.0), _row("gather_matmul", jit, 45.0, 100.0),
+    ], matmul_peak_gflops=None)
+    times = bench_report.bench_figure(rows).axes[0]
+    bottom, top = times.get_ylim()
+    assert bottom < 45.0 and top > 2000.0  # the fastest bar rises above the axis floor
+    legend = [text.get_text() for text in times.get_legend().get_texts()]
+    assert legend == ["gather_sum", "gather_matmul"] + (["jit (XLA)"] if jit else [])
+    assert {text.get_text() for text in times.texts} == {"2000 ms", "45 ms"}
