@@ -13,6 +13,7 @@ Command line:
 
     python -m meshseg.tools.predict outputs/<run> my/mesh.off other.ply --out predictions \\
         [--labels-dir my/labels] [--overwrite]
+    python -m meshseg.tools.predict --pretrained rna my/molecule.ply   # a shipped model
 
 writes `<out>/<stem>.ply` (the mesh, vertices coloured by predicted class) and
 `<out>/<stem>.txt` (one predicted label per line, in the label files' convention: class
@@ -51,6 +52,9 @@ from meshseg.data.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG
 from meshseg.train.summary import RunSummary
+
+# The models shipped inside the package, one run directory each (`pretrained_run_dir`).
+PRETRAINED_DIR = Path(__file__).resolve().parents[1] / "pretrained"
 
 if TYPE_CHECKING:
     import keras
@@ -317,6 +321,25 @@ def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
     return result
 
 
+def pretrained_names() -> List[str]:
+    """The models shipped with meshseg: the folders of `PRETRAINED_DIR`."""
+    return sorted(p.name for p in PRETRAINED_DIR.iterdir() if p.is_dir()) \
+        if PRETRAINED_DIR.is_dir() else []
+
+
+def pretrained_run_dir(name: str) -> str:
+    """The run directory of the shipped model `name` (model.keras, run_config.yaml,
+    summary.json and results.json, written by `meshseg.tools.pretrained`).
+
+    Raises:
+      ConfigError: if meshseg ships no model of that name, naming those it ships.
+    """
+    if name not in pretrained_names():
+        raise ConfigError(f"--pretrained {name}: no such model; meshseg ships "
+                          f"{', '.join(pretrained_names()) or 'none'}")
+    return str(PRETRAINED_DIR / name)
+
+
 def check_arguments(run_dir: str, mesh_paths: List[str], out_dir: str,
                     labels_dir: Optional[str], overwrite: bool,
                     label_offset: Optional[int] = None) -> None:
@@ -351,8 +374,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     one line naming the failed meshes and exit status 4 (`DataError`).
     """
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir", help="a run directory with model.keras")
-    parser.add_argument("meshes", nargs="+", help="mesh files trimesh reads (OFF, PLY, OBJ, ...)")
+    parser.add_argument("paths", nargs="+", metavar="[RUN_DIR] MESH",
+                        help="a run directory with model.keras (not with --pretrained), then "
+                             "mesh files trimesh reads (OFF, PLY, OBJ, ...)")
+    parser.add_argument("--pretrained", metavar="NAME",
+                        help=f"a model shipped with meshseg instead of a run directory: "
+                             f"{', '.join(pretrained_names()) or 'none'}")
     parser.add_argument("--out", default="predictions", help="output directory")
     parser.add_argument("--labels-dir", help="folder of <stem>.txt true labels, one per vertex")
     parser.add_argument("--label-offset", type=int, default=None,
@@ -361,18 +388,25 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace outputs of an earlier call in --out")
     args = parser.parse_args(argv)
-    check_arguments(args.run_dir, args.meshes, args.out, args.labels_dir, args.overwrite,
+    if args.pretrained:
+        run_dir, meshes = pretrained_run_dir(args.pretrained), args.paths
+    elif len(args.paths) < 2:
+        raise ConfigError("give a run directory and at least one mesh file, or "
+                          "--pretrained NAME and mesh files")
+    else:
+        run_dir, meshes = args.paths[0], args.paths[1:]
+    check_arguments(run_dir, meshes, args.out, args.labels_dir, args.overwrite,
                     args.label_offset)
     start_tensorflow_quietly()
-    result = predict_files(args.run_dir, args.meshes, args.out, args.labels_dir,
-                           args.label_offset, args.overwrite)
+    result = predict_files(run_dir, meshes, args.out, args.labels_dir, args.label_offset,
+                           args.overwrite)
     print(f"wrote {len(result.written)} predictions to {args.out}")
     for path, accuracy in result.accuracies.items():
         print(f"{path}: accuracy {accuracy:.4f}")
     for path, reason in result.failures.items():
         print(f"error: {path}: {reason}", file=sys.stderr)
     if result.failures:
-        raise DataError(f"{len(result.failures)} of {len(args.meshes)} meshes failed: "
+        raise DataError(f"{len(result.failures)} of {len(meshes)} meshes failed: "
                         f"{', '.join(result.failures)} (reasons above); the others were "
                         f"written to {args.out}")
 

@@ -1,0 +1,152 @@
+"""Ship a trained run as a pretrained model: `predict --pretrained NAME` then runs it.
+
+Command line (a maintainer's step, after a benchmark run):
+
+    python -m meshseg.tools.pretrained outputs/<run> --name rna \\
+        [--sample data/rna_sample] [--max-mib 10]
+
+copies the run's model.keras, run_config.yaml and summary.json into
+`meshseg/pretrained/<name>/` (`meshseg.tools.predict.PRETRAINED_DIR`), predicts the
+sample's test meshes (`<sample>/test.txt`, meshes in `<sample>/off`, labels in
+`<sample>/labels`) with `meshseg.tools.predict.predict_files` and writes `results.json`:
+the run's results row (test and validation accuracy and mean IoU, steps, the command
+that trained it) and the per-vertex accuracy on those sample meshes, pooled over their
+vertices, which the tests reproduce from the shipped files. Every sample test mesh
+must be a test mesh of the run's own split (never a training mesh of it).
+
+A run without a finished model, a model above `--max-mib` (MiB) or a sample test mesh
+the run trained on end the command with one line and exit status 2.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from meshseg.cli import command, existing_dir
+from meshseg.console import start_tensorflow_quietly
+from meshseg.errors import ConfigError
+from meshseg.tools.predict import PRETRAINED_DIR, load_run_config, predict_files
+from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG, SUMMARY_FILE
+from meshseg.train.summary import RunSummary
+
+RESULTS_FILE = "results.json"
+SHIPPED_FILES = (MODEL_FILE, RUN_CONFIG, SUMMARY_FILE)
+
+
+def sample_meshes(sample: Path) -> List[Path]:
+    """The mesh files of `<sample>/test.txt` (one file name per line, under `<sample>/off`)."""
+    names = (sample / "test.txt").read_text().split()
+    return [sample / "off" / name for name in names]
+
+
+def check_held_out(run_dir: str, meshes: List[Path]) -> None:
+    """Refuses sample meshes the run trained on: each stem must not be listed in the run's
+    training split file (`data.root` / `data.train_split`), when the run has one.
+
+    Raises:
+      ConfigError: naming the meshes found in the training split.
+    """
+    config = load_run_config(run_dir)
+    split = Path(config.data.root) / config.data.train_split if config.data.root else None
+    if split is None or not split.is_file():
+        return
+    trained = {Path(name).stem for name in split.read_text().split()}
+    seen = sorted(mesh.stem for mesh in meshes if mesh.stem in trained)
+    if seen:
+        raise ConfigError(f"sample test meshes {', '.join(seen)} are training meshes of "
+                          f"{run_dir} ({split}); choose held-out meshes")
+
+
+def sample_accuracy(run_dir: str, sample: Path) -> Dict:
+    """Per-vertex accuracy of the run on the sample's test meshes.
+
+    Returns:
+      {"meshes": {stem: {"vertices": V, "correct": n}}, "accuracy": pooled correct / all
+      vertices (float)}.
+    """
+    meshes = sample_meshes(sample)
+    with tempfile.TemporaryDirectory() as out:
+        result = predict_files(run_dir, [str(m) for m in meshes], out,
+                               labels_dir=str(sample / "labels"))
+    if result.failures:
+        raise ConfigError(f"sample meshes failed: {result.failures}")
+    counts = {}
+    for mesh in meshes:
+        vertices = len((sample / "labels" / f"{mesh.stem}.txt").read_text().split())
+        counts[mesh.stem] = {"vertices": vertices,
+                             "correct": round(result.accuracies[str(mesh)] * vertices)}
+    correct = sum(c["correct"] for c in counts.values())
+    return {"meshes": counts, "accuracy": correct / sum(c["vertices"] for c in counts.values())}
+
+
+def training_command(run_dir: str) -> str:
+    """`python train.py <overrides>` as the run's `.hydra/overrides.yaml` records it."""
+    from omegaconf import OmegaConf
+
+    path = Path(run_dir) / ".hydra" / "overrides.yaml"
+    overrides = [o for o in OmegaConf.load(path) if not o.startswith("hydra.")] \
+        if path.exists() else []
+    return " ".join(["python train.py", *overrides])
+
+
+def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
+            into: Path = PRETRAINED_DIR) -> Path:
+    """Copies the run into `into / name` (default: the package's shipped models) and
+    writes its `results.json`.
+
+    Returns:
+      the folder written.
+
+    Raises:
+      ConfigError: no finished run, a model above `max_mib` MiB, or a sample mesh the
+        run trained on.
+    """
+    summary = RunSummary.load(run_dir)
+    model = Path(run_dir) / MODEL_FILE
+    if summary is None or not model.is_file():
+        raise ConfigError(f"{run_dir} holds no finished run with {MODEL_FILE}")
+    mib = model.stat().st_size / 2**20
+    if mib > max_mib:
+        raise ConfigError(f"{model} is {mib:.1f} MiB, above --max-mib {max_mib:g}")
+    check_held_out(run_dir, sample_meshes(sample))
+    target = into / name
+    target.mkdir(parents=True, exist_ok=True)
+    for file in SHIPPED_FILES:
+        shutil.copy(Path(run_dir) / file, target / file)
+    results = {
+        "command": training_command(run_dir), "steps": summary.steps,
+        "test_accuracy": summary.eval_accuracy, "test_mean_iou": summary.eval_mean_iou,
+        "validation_accuracy": summary.validation_accuracy,
+        "validation_mean_iou": summary.validation_mean_iou,
+        "model_mib": round(mib, 2),
+        "sample": {"folder": os.path.relpath(sample), **sample_accuracy(str(target), sample)},
+    }
+    (target / RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n")
+    return target
+
+
+@command
+def main(argv: Optional[List[str]] = None) -> None:
+    """Command-line entry point (see the module docstring)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", help="a finished run directory (model.keras)")
+    parser.add_argument("--name", required=True, help="the name predict --pretrained takes")
+    parser.add_argument("--sample", default="data/rna_sample",
+                        help="a folder with off/, labels/ and test.txt of held-out meshes")
+    parser.add_argument("--max-mib", type=float, default=10.0, help="largest model (MiB)")
+    args = parser.parse_args(argv)
+    existing_dir("run_dir", args.run_dir)
+    existing_dir("--sample", args.sample)
+    start_tensorflow_quietly()
+    target = package(args.run_dir, args.name, Path(args.sample), args.max_mib)
+    results = json.loads((target / RESULTS_FILE).read_text())
+    print(f"wrote {target}: test accuracy {results['test_accuracy']:.4f}, "
+          f"sample accuracy {results['sample']['accuracy']:.4f}")
+
+
+if __name__ == "__main__":
+    main()

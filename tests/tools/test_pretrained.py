@@ -1,0 +1,77 @@
+"""Shipped models: a run packaged by `meshseg.tools.pretrained` predicts by name
+(`predict --pretrained NAME`) and reproduces the sample accuracy it recorded."""
+
+import json
+
+import numpy as np
+import pytest
+import trimesh
+
+from helpers.runs import tiny_config, train_tiny
+from meshseg.errors import ConfigError
+from meshseg.tools import predict, pretrained
+from meshseg.tools.predict import read_meshes
+
+
+@pytest.fixture(scope="module")
+def run_and_sample(tiny_dataset, tmp_path_factory):
+    """A tiny trained run and a sample folder (off/, labels/, test.txt) of two of its test
+    meshes."""
+    run_dir = tmp_path_factory.mktemp("run")
+    train_tiny(tiny_config(tiny_dataset, "steps=4"), run_dir)
+    sample = tmp_path_factory.mktemp("sample")
+    (sample / "off").mkdir()
+    (sample / "labels").mkdir()
+    names = []
+    for index, mesh in zip(range(2), read_meshes([tiny_dataset["test"]])):
+        trimesh.Trimesh(mesh["vertices"], mesh["triangles"], process=False).export(
+            sample / "off" / f"m{index}.off")
+        np.savetxt(sample / "labels" / f"m{index}.txt", mesh["labels"], fmt="%d")
+        names.append(f"m{index}.off")
+    (sample / "test.txt").write_text("\n".join(names) + "\n")
+    return run_dir, sample
+
+
+def test_a_packaged_run_predicts_by_name_and_reproduces_its_sample_accuracy(
+        run_and_sample, tmp_path, monkeypatch, capsys):
+    run_dir, sample = run_and_sample
+    monkeypatch.setattr(predict, "PRETRAINED_DIR", tmp_path / "shipped")
+    target = pretrained.package(str(run_dir), "tiny", sample, into=tmp_path / "shipped")
+    assert sorted(p.name for p in target.iterdir()) == sorted(
+        [*pretrained.SHIPPED_FILES, pretrained.RESULTS_FILE])
+    results = json.loads((target / pretrained.RESULTS_FILE).read_text())
+    counts = results["sample"]["meshes"]
+    assert sorted(counts) == ["m0", "m1"]
+    assert results["sample"]["accuracy"] == pytest.approx(
+        sum(c["correct"] for c in counts.values()) / sum(c["vertices"] for c in counts.values()))
+    assert results["test_accuracy"] == pytest.approx(
+        json.loads((run_dir / "summary.json").read_text())["eval_accuracy"])
+    assert predict.pretrained_names() == ["tiny"]
+
+    out = tmp_path / "predictions"
+    predict.main(["--pretrained", "tiny", str(sample / "off" / "m0.off"),
+                  "--labels-dir", str(sample / "labels"), "--out", str(out)])
+    printed = capsys.readouterr().out
+    accuracy = float(printed.split("m0.off: accuracy ")[1].split()[0])
+    assert accuracy == pytest.approx(counts["m0"]["correct"] / counts["m0"]["vertices"], abs=1e-4)
+    assert sorted(p.name for p in out.iterdir()) == ["m0.ply", "m0.txt"]
+
+
+def test_an_unknown_name_is_refused_naming_the_shipped_models(tmp_path, monkeypatch):
+    (tmp_path / "rna").mkdir()
+    monkeypatch.setattr(predict, "PRETRAINED_DIR", tmp_path)
+    with pytest.raises(ConfigError, match="--pretrained human: no such model; meshseg ships rna"):
+        predict.pretrained_run_dir("human")
+
+
+def test_a_model_above_the_size_limit_or_a_mesh_list_without_a_run_is_refused(
+        run_and_sample, tmp_path, capsys):
+    run_dir, sample = run_and_sample
+    with pytest.raises(ConfigError, match=r"MiB, above --max-mib 0\.001"):
+        pretrained.package(str(run_dir), "tiny", sample, max_mib=0.001, into=tmp_path)
+    assert not (tmp_path / "tiny").exists()
+    with pytest.raises(SystemExit) as exit_info:
+        predict.main([str(sample / "off" / "m0.off")])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == ("error: give a run directory and at least one mesh "
+                                       "file, or --pretrained NAME and mesh files\n")
