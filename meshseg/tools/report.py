@@ -89,6 +89,23 @@ def run_record(run_dir: str) -> Dict:
     return record
 
 
+def checked_runs(root: str) -> List[str]:
+    """The runs under `root` (`find_runs`), each with readable settings and summary
+    (`meshseg.train.summary.load_run`); TensorFlow is not needed.
+
+    Raises:
+      ConfigError: if `root` holds no run, or a run's summary.json is not a meshseg run
+        summary.
+    """
+    run_dirs = find_runs(root)
+    if not run_dirs:
+        raise ConfigError(f"{root} holds no run (summary.json or train/ events); give a run "
+                          "directory or a sweep directory of runs")
+    for run_dir in run_dirs:
+        load_run(run_dir)
+    return run_dirs
+
+
 def load_records(root: str) -> List[Dict]:
     """`run_record` of every run under `root`; labels shared by several runs get the run
     directory's name appended.
@@ -96,11 +113,7 @@ def load_records(root: str) -> List[Dict]:
     Raises:
       ConfigError: if `root` holds no run.
     """
-    run_dirs = find_runs(root)
-    if not run_dirs:
-        raise ConfigError(f"{root} holds no run (summary.json or train/ events); give a run "
-                          "directory or a sweep directory of runs")
-    records = [run_record(run_dir) for run_dir in run_dirs]
+    records = [run_record(run_dir) for run_dir in checked_runs(root)]
     labels = [r["label"] for r in records]
     for record in records:
         if labels.count(record["label"]) > 1:
@@ -218,6 +231,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = parser.parse_args(argv)
     existing_dir("root", args.root)
     output_dir("--out", args.out or args.root)
+    checked_runs(args.root)  # its mistakes end the command before TensorFlow starts
     start_tensorflow_quietly()
     paths = write_report(args.root, args.out)
     print(paths["table"])
