@@ -197,10 +197,15 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
                                  worker_position(strategy)[1])
     if claim_run_dir(run_dir, cfg):
         finished = RunSummary.load(run_dir)
-        if finished is not None and finished.steps >= config.steps:
+        completed = finished is not None and finished.steps >= config.steps
+        if completed and os.path.isfile(os.path.join(run_dir, MODEL_FILE)):
             log.info("%s already completed %d steps; nothing to do", run_dir, finished.steps)
             return finished
-        log.info("continuing the run in %s", run_dir)
+        if completed:  # stopped after its last step's checkpoint, before the model's save
+            log.info("%s completed %d steps but holds no %s: writing it from the newest "
+                     "checkpoint", run_dir, finished.steps, MODEL_FILE)
+        else:
+            log.info("continuing the run in %s", run_dir)
 
     impl = choose_implementation(config, train_data)
     with strategy.scope():
@@ -255,6 +260,8 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
             log_hparams(run_dir, config, summary)
         elif output_dir != run_dir:
             shutil.rmtree(output_dir, ignore_errors=True)
+    if not controller.logger.steps_logged:  # nothing left to train: the run's own results
+        summary = RunSummary.load(run_dir) or summary
     # Written aside, then renamed: the workers of a job may share the run directory.
     aside = os.path.join(run_dir, f".{os.getpid()}.{MODEL_FILE}")
     model.save(aside, include_optimizer=False)

@@ -297,3 +297,32 @@ def test_checkpoints_that_all_fail_to_restore_are_refused_and_kept(tiny_dataset,
     with pytest.raises(DataError, match=r"no checkpoint in .*checkpoints restores \(ckpt-1: "):
         train_tiny(tiny_config(tiny_dataset, "steps=2"), tmp_path)
     assert data.read_bytes() == b"garbage"
+
+
+def test_a_finished_run_without_its_model_writes_it_from_the_last_checkpoint(tiny_dataset,
+                                                                            tmp_path):
+    # What a stop during the last step (after its checkpoint and summary) or during the
+    # model's save leaves: summary.json says finished, the checkpoint holds the last step,
+    # model.keras is missing. The re-run (the printed resume command) writes the model
+    # from that checkpoint, trains nothing, and keeps the run's summary as it was.
+    cfg = tiny_config(tiny_dataset, "steps=2", "checkpoint.every=1")
+    first = train_tiny(cfg, str(tmp_path))
+    weights = final_weights(tmp_path)
+    summary_bytes = (tmp_path / "summary.json").read_bytes()
+    (tmp_path / "model.keras").unlink()
+    again = train_tiny(cfg, str(tmp_path))
+    assert (tmp_path / "model.keras").exists()
+    for got, want in zip(final_weights(tmp_path), weights):
+        np.testing.assert_array_equal(got, want)
+    assert (tmp_path / "summary.json").read_bytes() == summary_bytes
+    assert (again.steps, again.eval_accuracy) == (first.steps, first.eval_accuracy)
+    assert [step for step, _ in scalars(tmp_path, "train")["loss"]] == [1, 2]  # no step rerun
+    # a neighbour: the checkpoint is behind the summary (the last one was lost): the
+    # remaining step is trained again and the model written
+    (tmp_path / "model.keras").unlink()
+    for path in (tmp_path / "checkpoints").glob("ckpt-2.*"):
+        path.unlink()
+    (tmp_path / "checkpoints" / "checkpoint").write_text(
+        'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n')
+    third = train_tiny(cfg, str(tmp_path))
+    assert (tmp_path / "model.keras").exists() and third.steps == 2
