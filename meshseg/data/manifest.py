@@ -19,6 +19,7 @@ For shards `<prefix>-00000-of-0000N.tfrecords` the manifest is
      "skipped": [{"source", "reason"}, ...]}
 """
 
+import contextlib
 import json
 import os
 import re
@@ -70,11 +71,51 @@ def summarize(meshes: list[dict], skipped: list[dict], shards: list[str], **sett
     }
 
 
+# A conversion writes every file under a temporary name in this hidden folder beside its
+# outputs, where no glob of the outputs (`rec/train-*`) matches, then renames it.
+PARTIAL_DIR = ".partial"
+# A temporary left by an earlier version beside the outputs: `<shard or manifest>.tmp-<pid>`.
+_OLD_TEMPORARY = re.compile(r"^(?P<final>.*)\.tmp-(?P<pid>\d+)$")
+
+
+def partial_path(path: str | Path) -> Path:
+    """Where `path` is written before its rename: `<dir>/.partial/<name>.<pid>`. Temporaries
+    of the same file left by a process that no longer runs are removed first (a re-run
+    cleans up after a conversion that was killed)."""
+    path = Path(path)
+    folder = path.parent / PARTIAL_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in folder.glob(f"{path.name}.*"):
+        pid = stale.name[len(path.name) + 1:]
+        if pid.isdigit() and not _process_runs(int(pid)):
+            stale.unlink(missing_ok=True)
+    return folder / f"{path.name}.{os.getpid()}"
+
+
+def _process_runs(pid: int) -> bool:
+    """Whether a process with this id runs on this host."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def leftover_files(files: list[str]) -> list[str]:
+    """The files among `files` that are temporaries of an interrupted conversion written
+    beside its outputs by earlier versions (`<shard>.tmp-<pid>`), not shards."""
+    return sorted(str(f) for f in files if _OLD_TEMPORARY.match(Path(f).name))
+
+
 def write_manifest(path: str | Path, manifest: dict) -> None:
-    """Writes the manifest atomically (temporary file, then rename)."""
-    temp = Path(f"{path}.tmp-{os.getpid()}")
+    """Writes the manifest atomically (a temporary file under `PARTIAL_DIR`, then rename)."""
+    temp = partial_path(path)
     temp.write_text(json.dumps(manifest, indent=1))
     os.replace(temp, path)
+    with contextlib.suppress(OSError):  # the hidden folder, once empty
+        temp.parent.rmdir()
 
 
 def read_manifest(path: str | Path) -> dict:

@@ -34,6 +34,7 @@ readers of the demo schema ignore them too:
   (`meshseg.data.hierarchy.Level`; `level_field`).
 """
 
+import contextlib
 import os
 
 import numpy as np
@@ -41,6 +42,7 @@ import tensorflow as tf
 
 from meshseg.data.adjacency import ADJACENCY_FIELDS
 from meshseg.data.derived import STORED_FEATURES
+from meshseg.data.manifest import partial_path
 
 # The dtypes of a level's serialised fields (`level_field`).
 LEVEL_FEATURES = {"edges": tf.int32, "edge_weights": tf.float32, "parents": tf.int32}
@@ -344,7 +346,8 @@ def parse_mesh_record(
 def write_records_atomically(paths: list[str], records, finish=None) -> None:
     """Writes serialised records to shards, all or nothing.
 
-    Every shard is written under a temporary name (`<path>.tmp-<pid>`); only when
+    Every shard is written under a temporary name in a hidden folder beside it
+    (`meshseg.data.manifest.partial_path`, where no glob of the shards matches); only when
     `records` is exhausted without error are all of them renamed to `paths`, and
     then `finish()` is called (e.g. to write a manifest). On any error the
     temporary files are removed and the error is re-raised.
@@ -356,7 +359,7 @@ def write_records_atomically(paths: list[str], records, finish=None) -> None:
     """
     for path in paths:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    temp_paths = [f"{path}.tmp-{os.getpid()}" for path in paths]
+    temp_paths = [str(partial_path(path)) for path in paths]
     writers = []
     try:
         writers = [tf.io.TFRecordWriter(path) for path in temp_paths]
@@ -370,11 +373,20 @@ def write_records_atomically(paths: list[str], records, finish=None) -> None:
         for path in temp_paths:
             if os.path.exists(path):
                 os.remove(path)
+        _remove_if_empty(temp_paths)
         raise
     for temp_path, path in zip(temp_paths, paths):
         os.replace(temp_path, path)
+    _remove_if_empty(temp_paths)
     if finish is not None:
         finish()
+
+
+def _remove_if_empty(temp_paths: list[str]) -> None:
+    """Removes the hidden folders of `temp_paths` that are empty now."""
+    for folder in {os.path.dirname(path) for path in temp_paths}:
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
 
 
 def parse_adjacency(serialized: tf.Tensor, adjacency: str) -> dict[str, tf.Tensor]:

@@ -23,7 +23,7 @@ import numpy as np
 
 from meshseg.config import DataConfig, check_data_paths, data_root
 from meshseg.data.buckets import auto_boundaries, bucket_shapes
-from meshseg.data.manifest import manifest_sizes, unlisted_shards
+from meshseg.data.manifest import leftover_files, manifest_sizes, unlisted_shards
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import make_dataset, read_meshes
 from meshseg.data.prepare import VALIDATION, mesh_folder, prepare_mesh_folder
@@ -46,13 +46,19 @@ def resolve_files(data: DataConfig) -> dict[str, list[str]]:
       ConfigError: if the source folder is missing or a glob matches no file.
       DataError: if a mesh or label file of a split is missing or invalid (conversion), or
         a glob matches converted shards their conversion's manifest does not list
-        (`meshseg.data.manifest.unlisted_shards`).
+        (`meshseg.data.manifest.unlisted_shards`) or an interrupted conversion's
+        temporaries (`meshseg.data.manifest.leftover_files`).
     """
     check_data_paths(data)
     if data.source == "tfrecords":
         files = {}
         for split, pattern in (("train", data.train_files), ("test", data.test_files)):
             files[split] = sorted(glob.glob(pattern))
+            leftovers = leftover_files(files[split])
+            if leftovers:
+                raise DataError(f"data.{split}_files={pattern!r} matches leftovers of an "
+                                f"interrupted conversion, not shards: {', '.join(leftovers)}; "
+                                "remove them")
             stale = unlisted_shards(files[split])
             if stale:
                 raise DataError(f"data.{split}_files={pattern!r} matches shards no manifest of "

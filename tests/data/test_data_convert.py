@@ -3,6 +3,7 @@ cache (meshseg.data.prepare)."""
 
 import re
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from omegaconf import OmegaConf
 from helpers.meshes import CUT_MESH_REASONS, write_cut_meshes
 from helpers.records import count_records
 from helpers.runs import CONFIG_DIR, PROJECT
+from meshseg.config import DataConfig
 from meshseg.data.convert import convert_split, main
 from meshseg.data.manifest import manifest_path, read_manifest
 from meshseg.data.records import parse_mesh_record
@@ -255,3 +257,31 @@ def test_rna_cache_refuses_to_overwrite_a_foreign_folder(rna_subset, tmp_path):
     (foreign / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="not a meshseg conversion cache"):
         prepare_rna_sample(rna_subset, foreign)
+
+
+def test_an_interrupted_conversion_leaves_nothing_a_shard_glob_matches(tmp_path, tetrahedron):
+    pairs = [_write_labelled_mesh(tmp_path, f"mesh{i}", tetrahedron) for i in range(3)]
+    out = tmp_path / "rec"
+    # What a conversion killed mid-write leaves: a temporary in the hidden folder, of a
+    # process that no longer runs.
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = out / ".partial" / f"train-00000-of-00002.tfrecords.{dead.pid}"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"half a shard")
+    convert_split(*zip(*pairs), out / "train", num_shards=2)
+    assert sorted(p.name for p in out.glob("train-*")) == [
+        "train-00000-of-00002.tfrecords", "train-00001-of-00002.tfrecords"]
+    assert not stale.exists()  # the re-run removed the killed one's temporary
+    assert not (out / ".partial").exists()
+
+    # A temporary an earlier version left beside the shards is refused, named, by the glob
+    # that matches it (a neighbour: the manifest's).
+    for leftover in ("train-00000-of-00002.tfrecords.tmp-4242", "train.manifest.json.tmp-7"):
+        (out / leftover).write_bytes(b"partial")
+        data = DataConfig(name="rec", source="tfrecords", num_classes=3,
+                          train_files=str(out / "train*"), test_files=str(out / "train-*"))
+        with pytest.raises(DataError, match=rf"data.train_files=.* matches leftovers of an "
+                                            rf"interrupted conversion, not shards: .*{leftover}"):
+            resolve_files(data)
+        (out / leftover).unlink()
