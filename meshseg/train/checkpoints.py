@@ -11,7 +11,7 @@ from typing import List, Optional
 import keras
 import tensorflow as tf
 
-from meshseg.errors import DataError
+from meshseg.errors import DataError, RunDirError
 
 log = logging.getLogger(__name__)
 
@@ -114,11 +114,28 @@ class TrainingCheckpoint:
 
     def save(self, step: int) -> str:
         """Saves the state after `step` steps, keeps the newest `max_to_keep` checkpoints and
-        rewrites the state file; returns the checkpoint path."""
+        rewrites the state file; returns the checkpoint path.
+
+        Raises:
+          RunDirError: if the checkpoint cannot be written (a full disk, a read-only
+            folder), naming the folder, the step and the cause; the partial files of
+            this checkpoint are removed and the older checkpoints stay as they were.
+        """
         self.step.assign(step)
-        os.makedirs(self.directory, exist_ok=True)
-        with inside(self.directory):
-            self.checkpoint.write(f"ckpt-{step}")
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            with inside(self.directory):
+                self.checkpoint.write(f"ckpt-{step}")
+        except (OSError, tf.errors.OpError) as error:
+            for name in os.listdir(self.directory) if os.path.isdir(self.directory) else ():
+                if CHECKPOINT_FILE.match(name) and name.startswith(f"ckpt-{step}."):
+                    with contextlib.suppress(OSError):
+                        os.remove(os.path.join(self.directory, name))
+            cause = getattr(error, "strerror", None) or getattr(error, "message", None) or error
+            raise RunDirError(f"{self.directory}: cannot save the checkpoint of step {step}: "
+                              f"{str(cause).strip().splitlines()[0]}; the older checkpoints "
+                              "are intact: free space and run the same command to resume"
+                              ) from error
         steps = checkpoints_on_disk(self.directory)
         for name in os.listdir(self.directory):
             match = CHECKPOINT_FILE.match(name)

@@ -5,6 +5,7 @@ run directory, builds the data, the model and the loop, and hands the steps to t
 `Controller`; everything below it receives built objects or plain typed values.
 """
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -24,7 +25,7 @@ from meshseg.console import runnable_command
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import sample_meshes
 from meshseg.data.sources import DataInfo, build_datasets, evaluation_dataset
-from meshseg.errors import ConfigError, DataError
+from meshseg.errors import ConfigError, DataError, RunDirError
 from meshseg.nn.networks import build_network, input_width
 from meshseg.nn.ops import IMPLEMENTATIONS, XLA_FORMULATION
 from meshseg.train.autotune import choose_impl
@@ -248,24 +249,39 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
     check_same_start(strategy, controller.start_step, checkpoints)
     if controller.start_step:
         log.info("resuming from the checkpoint of step %d", controller.start_step)
+    trained = False
     try:
         controller.train(loop)
+        trained = True
     finally:
         controller.logger.close()
         summary = summarize(controller, impl, strategy, data_info, time.perf_counter() - start)
         # A run that stops before its first step leaves an earlier summary as it was.
         if output_dir == run_dir and (controller.logger.steps_logged
                                       or RunSummary.load(run_dir) is None):
-            summary.save(run_dir)
-            log_hparams(run_dir, config, summary)
+            try:
+                summary.save(run_dir)
+                log_hparams(run_dir, config, summary)
+            except OSError as error:  # the error that stopped training stays the one raised
+                message = f"{run_dir}: cannot write {SUMMARY_FILE}: {error.strerror or error}"
+                if trained:
+                    raise RunDirError(message) from error
+                log.error("%s", message)
         elif output_dir != run_dir:
             shutil.rmtree(output_dir, ignore_errors=True)
     if not controller.logger.steps_logged:  # nothing left to train: the run's own results
         summary = RunSummary.load(run_dir) or summary
     # Written aside, then renamed: the workers of a job may share the run directory.
     aside = os.path.join(run_dir, f".{os.getpid()}.{MODEL_FILE}")
-    model.save(aside, include_optimizer=False)
-    os.replace(aside, os.path.join(run_dir, MODEL_FILE))
+    try:
+        model.save(aside, include_optimizer=False)
+        os.replace(aside, os.path.join(run_dir, MODEL_FILE))
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            os.remove(aside)
+        raise RunDirError(f"{os.path.join(run_dir, MODEL_FILE)}: cannot save the model: "
+                          f"{error.strerror or error}; free space and run the same command "
+                          "(it writes the model from the last checkpoint)") from error
     barrier(strategy)
     log_results(run_dir, summary)
     return summary

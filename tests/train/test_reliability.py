@@ -18,6 +18,7 @@ from helpers.runs import (PROJECT, final_weights, scalars, tiny_config, train_co
                           train_py, train_tiny)
 from meshseg.config import INTEGER_RANGES, check_overrides, schema_keys
 from meshseg.errors import ConfigError, DataError, NonFiniteError, RunDirError
+from meshseg.train.summary import RunSummary
 
 
 @pytest.mark.slow
@@ -326,3 +327,35 @@ def test_a_finished_run_without_its_model_writes_it_from_the_last_checkpoint(tin
         'model_checkpoint_path: "ckpt-1"\nall_model_checkpoint_paths: "ckpt-1"\n')
     third = train_tiny(cfg, str(tmp_path))
     assert (tmp_path / "model.keras").exists() and third.steps == 2
+
+
+def test_a_full_disk_while_checkpointing_ends_in_one_line_and_the_resume_finishes(
+        tiny_dataset, tmp_path, monkeypatch):
+    # The disk fills while ckpt-2 is written, and summary.json cannot be written either:
+    # the checkpoint's error is the one raised, naming the folder, step and cause; ckpt-1
+    # stays and the same command, once there is space, resumes from it.
+    cfg = tiny_config(tiny_dataset, "steps=3", "checkpoint.every=1")
+    write = tf.train.Checkpoint.write
+
+    def full_at_step_2(self, prefix, *args, **kwargs):
+        if prefix.endswith("ckpt-2"):
+            Path(f"{prefix}.index").write_bytes(b"partial")
+            raise tf.errors.ResourceExhaustedError(None, None,
+                                                   f"{prefix}.index; No space left on device")
+        return write(self, prefix, *args, **kwargs)
+
+    def no_space(self, run_dir):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(tf.train.Checkpoint, "write", full_at_step_2)
+    monkeypatch.setattr(RunSummary, "save", no_space)
+    with pytest.raises(RunDirError, match=r"checkpoints: cannot save the checkpoint of step 2: "
+                                          r".*No space left on device; the older checkpoints "
+                                          r"are intact") as error:
+        train_tiny(cfg, str(tmp_path))
+    assert "\n" not in str(error.value)
+    assert sorted(p.name for p in (tmp_path / "checkpoints").glob("ckpt-*")) == [
+        "ckpt-1.data-00000-of-00001", "ckpt-1.index"]
+    monkeypatch.undo()
+    summary = train_tiny(cfg, str(tmp_path))
+    assert summary.steps == 3 and (tmp_path / "model.keras").exists()
