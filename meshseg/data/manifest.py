@@ -75,7 +75,7 @@ def summarize(meshes: list[dict], skipped: list[dict], shards: list[str], **sett
 # outputs, where no glob of the outputs (`rec/train-*`) matches, then renames it.
 PARTIAL_DIR = ".partial"
 # A temporary left by an earlier version beside the outputs: `<shard or manifest>.tmp-<pid>`.
-_OLD_TEMPORARY = re.compile(r"^(?P<final>.*)\.tmp-(?P<pid>\d+)$")
+_OLD_TEMPORARY = re.compile(r"\.tmp-\d+$")
 
 
 def partial_path(path: str | Path) -> Path:
@@ -106,7 +106,7 @@ def _process_runs(pid: int) -> bool:
 def leftover_files(files: list[str]) -> list[str]:
     """The files among `files` that are temporaries of an interrupted conversion written
     beside its outputs by earlier versions (`<shard>.tmp-<pid>`), not shards."""
-    return sorted(str(f) for f in files if _OLD_TEMPORARY.match(Path(f).name))
+    return sorted(str(f) for f in files if _OLD_TEMPORARY.search(Path(f).name))
 
 
 def write_manifest(path: str | Path, manifest: dict) -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from meshseg.config import DataConfig, check_data_paths, data_root
+from meshseg.config import DataConfig, check_data_paths
 from meshseg.data.buckets import auto_boundaries, bucket_shapes
 from meshseg.data.manifest import leftover_files, manifest_sizes, unlisted_shards
 from meshseg.data.inputs import MeshInputs
@@ -65,7 +65,6 @@ def resolve_files(data: DataConfig) -> dict[str, list[str]]:
                                 f"their conversion lists: {', '.join(stale)}; remove them or "
                                 "narrow the pattern")
         return files
-    data_root(data)
     source = mesh_folder(data)
     prepared = prepare_mesh_folder(source, data.cache_dir, workers=data.convert_workers,
                                    descriptor_cache=data.descriptor_cache)
