@@ -25,8 +25,9 @@ from meshseg.data.buckets import bucket_batch
 from meshseg.data.derived import STORED_FEATURES
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.positional import fourier_features
-from meshseg.data.reader import (BadRecordLog, check_shard, open_shard, shard_compression,
-                                 stored_adjacency, stored_fields)
+from meshseg.data.framing import HEADER_BYTES
+from meshseg.data.reader import (BadRecordLog, check_shard, good_records, stored_adjacency,
+                                 stored_fields)
 from meshseg.data.records import parse_adjacency, parse_features, parse_levels, parse_mesh_record
 from meshseg.errors import DataError
 
@@ -177,8 +178,10 @@ def read_meshes(files: list[str], training: bool = False, seed: int | None = Non
 
     Every shard is first checked in Python (`meshseg.data.reader.check_shard`), so
     a bad record fails here, naming shard and record index, or (with
-    `skip_bad_records`) is left out and counted in `bad_records`. The records are
-    then read in graph mode, so the dataset's iterator can be checkpointed.
+    `skip_bad_records`) is left out and counted in `bad_records`. The good records are
+    then read in graph mode, so the dataset's iterator can be checkpointed: those of an
+    uncompressed shard at the byte spans the check found (so records after a damaged one
+    are still read), those of a compressed shard in order up to the last good one.
 
     Args:
       files: shard paths; `training` shuffles their order (seeded).
@@ -199,19 +202,32 @@ def read_meshes(files: list[str], training: bool = False, seed: int | None = Non
     if inputs is not None:
         require_stored(files, inputs)
     adjacency = stored_adjacency(files)
-    checks = [check_shard(str(f), adjacency, skip_bad_records, bad_records, stored, levels)
-              for f in files]
-    widest = max([len(bad) for _, bad in checks] + [1])
-    skipped = [bad + [-1] * (widest - len(bad)) for _, bad in checks]
+    scans = [check_shard(str(f), adjacency, skip_bad_records, bad_records, stored, levels)
+             for f in files]
+    widest = max([len(scan.good) for scan in scans] + [1])
+    good = [[list(record) for record in scan.good] + [[-1, -1, -1]] * (widest - len(scan.good))
+            for scan in scans]
     shards = tf.data.Dataset.from_tensor_slices((
-        [str(f) for f in files], [shard_compression(str(f)) for f in files],
-        tf.constant([n for n, _ in checks], tf.int64), tf.constant(skipped, tf.int64)))
+        [scan.path for scan in scans], [scan.compression for scan in scans],
+        tf.constant([scan.size for scan in scans], tf.int64), tf.constant(good, tf.int64)))
     if training:
         shards = shards.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
 
-    def shard_records(path, compression, readable, bad):
-        records = tf.data.TFRecordDataset(path, compression).take(readable).enumerate()
-        records = records.filter(lambda index, _: ~tf.reduce_any(tf.equal(index, bad)))
+    def shard_records(path, compression, size, good):
+        good = tf.boolean_mask(good, good[:, 0] >= 0)
+        index, offset, length = good[:, 0], good[:, 1], good[:, 2]
+        # An uncompressed shard: each good record's bytes, read at its offset.
+        spans = tf.data.Dataset.from_tensor_slices((index, offset, length)).filter(
+            lambda _, offset, __: offset >= 0)
+        records = spans.flat_map(lambda index, offset, length: tf.data.FixedLengthRecordDataset(
+            path, length, header_bytes=offset + HEADER_BYTES,
+            footer_bytes=size - offset - HEADER_BYTES - length).map(
+                lambda serialized: (index, serialized)))
+        # A compressed one (no offsets): its records in order, the good ones kept.
+        compressed = tf.where(tf.equal(compression, ""), tf.constant(0, tf.int64),
+                              tf.reduce_max(tf.concat([[-1], index], 0)) + 1)
+        records = tf.data.TFRecordDataset(path, compression).take(compressed).enumerate().filter(
+            lambda position, _: tf.reduce_any(tf.equal(position, index))).concatenate(records)
         return records.map(lambda index, serialized: _parse(
             serialized, tf.strings.join([path, ", record ", tf.strings.as_string(index)]),
             adjacency, stored, levels))
@@ -242,8 +258,8 @@ def sample_meshes(files: list[str], count: int, inputs: MeshInputs = MeshInputs(
     """The first `count` meshes of `files` (file order, then record order) as the model
     sees them on the test split, with their triangles, for display (`summaries.meshes`).
 
-    Records that do not parse are passed over (the split's scan has already failed or
-    counted them, see `build_datasets`).
+    Only the records that decode are read (`meshseg.data.reader.good_records`; the
+    split's scan has already failed on or counted the others, see `build_datasets`).
 
     Args:
       inputs: how the run builds its inputs (`MeshInputs.of(config.data)`).
@@ -258,13 +274,10 @@ def sample_meshes(files: list[str], count: int, inputs: MeshInputs = MeshInputs(
         return samples
     adjacency = stored_adjacency(files)
     for path in files:
-        for index, serialized in enumerate(open_shard(path)):
-            try:
-                mesh = _parse(serialized, tf.constant(f"{path}, record {index}"), adjacency,
-                              inputs.stored, inputs.levels)
-                features, labels = with_adjacency(mesh, inputs)
-            except tf.errors.InvalidArgumentError:
-                continue
+        for index, serialized in good_records(path, adjacency, inputs.stored, inputs.levels):
+            mesh = _parse(serialized, tf.constant(f"{path}, record {index}"),
+                          adjacency, inputs.stored, inputs.levels)
+            features, labels = with_adjacency(mesh, inputs)
             samples.append((model_inputs(features, inputs), labels, mesh["triangles"]))
             if len(samples) == count:
                 return samples

@@ -1,19 +1,23 @@
 """A Python-side check of mesh TFRecord shards that names the shard and record index of
-every bad record, before the tf.data pipeline reads them.
+every bad record, before the tf.data pipeline reads them; every reader of shards goes
+through it.
 
-tf.data's own reader reports a truncated shard as a bare `DataLossError` and
-`ignore_errors` drops bad records without saying which. `check_shard` enumerates
-a shard's records once, decodes each with protobuf + NumPy
-(`decode_mesh_record`) and either raises a `BadRecordError` "<shard>, record
-<i>: <reason>" or, with `skip_bad_records`, logs and counts the record in a
-`BadRecordLog`. The pipeline then reads the shard in graph mode (so its iterator
-stays checkpointable, which a `from_generator` reader is not), up to the first
-unreadable byte and without the bad indices. A truncated or corrupt shard cannot
-be resynchronised, so skipping there drops the rest of that shard (counted once, as
-a record; a shard with no readable record at all is counted as a skipped shard).
+tf.data's own reader reports a damaged shard as a bare `DataLossError`, stops there,
+and `ignore_errors` drops bad records without saying which. `check_shard` reads a
+shard's frames once (`meshseg.data.framing` for an uncompressed shard: a record whose
+checksum fails costs only itself, and reading resynchronises on the next intact frame),
+decodes each record with protobuf + NumPy (`decode_mesh_record`) and either raises a
+`BadRecordError` "<shard>, record <i>: <reason>" or, with `skip_bad_records`, logs and
+counts each bad record in a `BadRecordLog`. Its `ShardScan` lists the records that
+decode, with their byte spans; the pipeline reads exactly those in graph mode (so its
+iterator stays checkpointable, which a `from_generator` reader is not), and the
+Python-side readers (`good_records`: the TensorBoard mesh sampler, predict) read the
+same ones.
 
-Shards may be GZIP- or ZLIB-compressed TFRecords: `shard_compression` detects it
-per shard, and every reader opens the shard with it (`open_shard`).
+Shards may be GZIP- or ZLIB-compressed TFRecords: `shard_compression` detects it per
+shard. A compressed stream cannot be resynchronised, so there a damaged record ends
+the shard (counted once, as a record; a shard with no readable record at all is
+counted as a skipped shard).
 """
 
 import functools
@@ -21,6 +25,8 @@ import hashlib
 import logging
 import os
 import re
+from dataclasses import dataclass
+from typing import Iterator
 
 import numpy as np
 import tensorflow as tf
@@ -29,6 +35,7 @@ from tensorflow.core.framework import tensor_pb2
 from meshseg.config import ADJACENCY_LEVELS
 from meshseg.data.adjacency import ADJACENCY_FIELDS
 from meshseg.data.derived import STORED_FEATURES
+from meshseg.data.framing import HEADER_BYTES, Frame, frames, masked_crc32c
 from meshseg.data.records import ADJACENCY_FEATURES, LEVEL_FEATURES, level_field
 from meshseg.errors import DataError
 
@@ -43,11 +50,13 @@ class BadRecordError(DataError):
 
 class BadRecordLog:
     """Counts (and keeps the messages of) what `skip_bad_records` skipped: single records
-    (`messages`, `count`) and whole shards without a readable record (`shards`)."""
+    (`messages`, `count`) and whole shards without a readable record (`shards`), logging
+    each as a warning unless `quiet`."""
 
-    def __init__(self):
+    def __init__(self, quiet: bool = False):
         self.messages: list[str] = []
         self.shards: list[str] = []
+        self.quiet = quiet
 
     @property
     def count(self) -> int:
@@ -56,13 +65,12 @@ class BadRecordLog:
     def add(self, message: str, whole_shard: bool = False) -> None:
         if whole_shard:
             self.shards.append(message)
-            log.warning("skipping unreadable shard (%d so far): %s", len(self.shards), message)
+            if not self.quiet:
+                log.warning("skipping unreadable shard (%d so far): %s", len(self.shards), message)
         else:
             self.messages.append(message)
-            log.warning("skipping bad record (%d so far): %s", self.count, message)
-
-
-COMPRESSIONS = ("", "GZIP", "ZLIB")  # TFRecordDataset's compression types, uncompressed first
+            if not self.quiet:
+                log.warning("skipping bad record (%d so far): %s", self.count, message)
 
 
 def per_file_version(function):
@@ -84,15 +92,19 @@ def per_file_version(function):
 
 @per_file_version
 def shard_compression(path: str) -> str:
-    """The compression of a TFRecord shard: "" (none), "GZIP" or "ZLIB", the first with
-    which its first record reads ("" for an empty or unreadable shard, which the reader
-    then reports)."""
-    for compression in COMPRESSIONS:
-        try:
-            next(iter(tf.data.TFRecordDataset(path, compression_type=compression).take(1)))
-            return compression
-        except (StopIteration, tf.errors.OpError):
-            continue
+    """The compression of a TFRecord shard: "" (none), "GZIP" or "ZLIB", judged by its
+    first bytes: an intact first TFRecord header (its length checksum holds) is an
+    uncompressed shard; otherwise the gzip magic number (RFC 1952) is GZIP and a zlib
+    header (RFC 1950: deflate, header check a multiple of 31) is ZLIB. Anything else,
+    an empty shard included, is read as uncompressed, whose reader then reports it."""
+    with open(path, "rb") as stream:
+        head = stream.read(HEADER_BYTES)
+    if len(head) == HEADER_BYTES and masked_crc32c(head[:8]) == int.from_bytes(head[8:], "little"):
+        return ""
+    if head[:2] == b"\x1f\x8b":
+        return "GZIP"
+    if len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0:
+        return "ZLIB"
     return ""
 
 
@@ -230,34 +242,44 @@ def _decode_levels(example: tf.train.Example, levels: int, num_vertices: int) ->
     return fields
 
 
-def record_adjacency(serialized: bytes) -> str:
-    """The stored adjacency level ("none", "edges" or "table") of one record."""
-    feature = tf.train.Example.FromString(serialized).features.feature
+def record_adjacency(example: tf.train.Example) -> str:
+    """The stored adjacency level ("none", "edges" or "table") of one decoded record."""
+    feature = example.features.feature
     for level in reversed(ADJACENCY_LEVELS):
         if all(name in feature for name in ADJACENCY_FIELDS[level]):
             return level
     return "none"
 
 
-def record_fields(serialized: bytes) -> tuple[tuple[str, ...], int]:
-    """(stored features in `STORED_FEATURES` order, stored hierarchy levels) of one
+def record_fields(example: tf.train.Example) -> tuple[tuple[str, ...], int]:
+    """(stored features in `STORED_FEATURES` order, stored hierarchy levels) of one decoded
     record."""
-    feature = tf.train.Example.FromString(serialized).features.feature
+    feature = example.features.feature
     levels = feature["num_levels"].int64_list.value if "num_levels" in feature else [0]
     return (tuple(name for name in STORED_FEATURES if name in feature),
             int(levels[0]) if len(levels) == 1 else 0)
 
 
+def first_example(path: str) -> tf.train.Example | None:
+    """The first record of a shard that is a `tf.train.Example` (damaged frames and other
+    bytes passed over; the check reports them), or None when there is none."""
+    for frame in shard_frames(path):
+        if frame.data is None:
+            continue
+        try:
+            return tf.train.Example.FromString(frame.data)
+        except Exception:  # protobuf's DecodeError
+            continue
+    return None
+
+
 def stored_fields(files: list[str]) -> tuple[tuple[str, ...], int]:
     """The features and hierarchy levels every shard stores, judged by each shard's first
-    record (none for an empty or unreadable shard; the reader reports it later)."""
+    Example (none for a shard without one; the check reports it)."""
     features, levels = set(STORED_FEATURES), 8
     for path in files:
-        try:
-            first = next(iter(open_shard(path).take(1)), None)
-        except tf.errors.OpError:
-            first = None
-        names, count = ((), 0) if first is None else record_fields(first.numpy())
+        first = first_example(path)
+        names, count = ((), 0) if first is None else record_fields(first)
         features, levels = features & set(names), min(levels, count)
     if not files:
         return (), 0
@@ -265,21 +287,65 @@ def stored_fields(files: list[str]) -> tuple[tuple[str, ...], int]:
 
 
 def stored_adjacency(files: list[str]) -> str:
-    """The adjacency level every shard stores, judged by each shard's first record
-    ("none" if a shard is empty or unreadable; the reader reports it later)."""
+    """The adjacency level every shard stores, judged by each shard's first Example
+    ("none" for a shard without one; the check reports it)."""
     levels = []
     for path in files:
-        try:
-            first = next(iter(open_shard(path).take(1)), None)
-        except tf.errors.OpError:
-            first = None
-        levels.append("none" if first is None else record_adjacency(first.numpy()))
+        first = first_example(path)
+        levels.append("none" if first is None else record_adjacency(first))
     return min(levels, key=ADJACENCY_LEVELS.index) if levels else "none"
+
+
+def shard_frames(path: str) -> Iterator[Frame]:
+    """The frames of one shard in file order: `meshseg.data.framing.frames` for an
+    uncompressed shard; for a compressed one, tf.data's records (offset -1) up to the
+    first unreadable byte, which ends it with a final damaged frame."""
+    path = str(path)
+    compression = shard_compression(path)
+    if not compression:
+        yield from frames(path)
+        return
+    records = iter(open_shard(path))
+    index = 0
+    while True:
+        try:
+            serialized = next(records)
+        except StopIteration:
+            return
+        except tf.errors.DataLossError as error:
+            yield Frame(index, -1, 0, problem=_data_loss_reason(error), final=True)
+            return
+        data = serialized.numpy()
+        yield Frame(index, -1, len(data), data=data)
+        index += 1
+
+
+@dataclass(frozen=True)
+class ShardScan:
+    """What one read of a shard found.
+
+    Attributes:
+      path: the shard; size: its bytes; compression: "", "GZIP" or "ZLIB".
+      good: (record index, byte offset of its frame, data length) of every record that
+        decodes, in file order (offset -1 in a compressed shard).
+      problems: (record index, message) of every bad record, in file order; the message
+        names the shard and the record.
+      digests: (record index, SHA-256 of vertices and triangles) of the good records.
+      framed: records whose frame was read whole (good ones and ones that do not decode).
+    """
+
+    path: str
+    size: int
+    compression: str
+    good: tuple[tuple[int, int, int], ...]
+    problems: tuple[tuple[int, str], ...]
+    digests: tuple[tuple[int, str], ...]
+    framed: int
 
 
 def check_shard(path: str, adjacency: str = "none", skip_bad_records: bool = False,
                 bad_records: BadRecordLog | None = None, features=(), levels: int = 0
-                ) -> tuple[int, list[int]]:
+                ) -> ShardScan:
     """Reads and decodes every record of one shard once, in file order.
 
     Args:
@@ -290,61 +356,64 @@ def check_shard(path: str, adjacency: str = "none", skip_bad_records: bool = Fal
       features, levels: stored features and hierarchy levels to check as well.
 
     Returns:
-      (readable, bad): the number of records before the shard's end or the first
-      unreadable byte, and the indices of the readable records that do not decode.
+      the shard's `ShardScan` (its good records are what the readers read).
 
     Raises:
       BadRecordError: "<path>, record <i>: <reason>" for a record that does not
-        decode, or for a truncated/corrupt shard (record i is the first one that
-        could not be read), unless `skip_bad_records`.
+        decode, whose checksum fails, or that a truncated shard cuts short, unless
+        `skip_bad_records`.
       FileNotFoundError: if the shard does not exist.
     """
     bad_records = bad_records if bad_records is not None else BadRecordLog()
-    readable, problems, _ = _decode_shard(path, adjacency, tuple(features), levels)
-    for index, message in problems:
+    scan = _decode_shard(str(path), adjacency, tuple(features), levels)
+    for index, message in scan.problems:
         if not skip_bad_records:
             raise BadRecordError(message)
-        bad_records.add(message, whole_shard=readable == 0 and index == 0)
-    return readable, [index for index, _ in problems if index < readable]
+        bad_records.add(message, whole_shard=scan.framed == 0 and len(scan.problems) == 1)
+    return scan
+
+
+def good_records(path: str, adjacency: str = "none", features=(), levels: int = 0
+                 ) -> Iterator[tuple[int, bytes]]:
+    """(record index, bytes) of the records of one shard that decode (`check_shard` with
+    the same arguments, bad records passed over), in file order."""
+    wanted = {index for index, _, _ in check_shard(
+        path, adjacency, True, BadRecordLog(quiet=True), features, levels).good}
+    for frame in shard_frames(path):
+        if frame.index in wanted:
+            yield frame.index, frame.data
 
 
 def geometry_digests(path: str, adjacency: str = "none", features=(), levels: int = 0
                      ) -> dict[int, str]:
     """{record index: SHA-256 of its vertices and triangles} of the records of one shard
     that decode: equal for two records of the same mesh, whichever file holds them."""
-    return dict(_decode_shard(path, adjacency, tuple(features), levels)[2])
+    return dict(_decode_shard(str(path), adjacency, tuple(features), levels).digests)
 
 
 @per_file_version
-def _decode_shard(path: str, adjacency: str, features: tuple = (), levels: int = 0):
-    """Decodes every record of a shard (once per file version, `per_file_version`).
-
-    Returns:
-      (readable, problems, digests): the number of readable records; (record index,
-      message) for each record that does not decode, then (readable, message) for a
-      truncated or corrupt tail, in file order; (record index, geometry digest) of each
-      record that decodes.
-    """
-    records = iter(open_shard(path))
-    index, problems, digests = 0, [], []
-    while True:
+def _decode_shard(path: str, adjacency: str, features: tuple = (), levels: int = 0
+                  ) -> ShardScan:
+    """Reads and decodes every frame of a shard (once per file version, `per_file_version`);
+    see `ShardScan`."""
+    good, problems, digests, framed = [], [], [], 0
+    for frame in shard_frames(path):
+        if frame.data is None:
+            rest = "; the rest of the shard is unreadable" if frame.final else ""
+            problems.append((frame.index, f"{path}, record {frame.index}: truncated or corrupt "
+                                          f"shard ({frame.problem}){rest}"))
+            continue
+        framed += 1
         try:
-            serialized = next(records)
-        except StopIteration:
-            return index, tuple(problems), tuple(digests)
-        except tf.errors.DataLossError as error:
-            problems.append((index, f"{path}, record {index}: truncated or corrupt shard "
-                                    f"({_data_loss_reason(error)}); the rest of the shard is "
-                                    "unreadable"))
-            return index, tuple(problems), tuple(digests)
-        try:
-            mesh = decode_mesh_record(serialized.numpy(), adjacency, features, levels)
+            mesh = decode_mesh_record(frame.data, adjacency, features, levels)
         except ValueError as error:
-            problems.append((index, f"{path}, record {index}: {error}"))
-        else:
-            geometry = mesh["vertices"].tobytes() + mesh["triangles"].tobytes()
-            digests.append((index, hashlib.sha256(geometry).hexdigest()))
-        index += 1
+            problems.append((frame.index, f"{path}, record {frame.index}: {error}"))
+            continue
+        good.append((frame.index, frame.offset, frame.length))
+        geometry = mesh["vertices"].tobytes() + mesh["triangles"].tobytes()
+        digests.append((frame.index, hashlib.sha256(geometry).hexdigest()))
+    return ShardScan(path, os.path.getsize(path), shard_compression(path), tuple(good),
+                     tuple(problems), tuple(digests), framed)
 
 
 def _data_loss_reason(error: tf.errors.DataLossError) -> str:

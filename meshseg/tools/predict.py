@@ -66,13 +66,15 @@ if TYPE_CHECKING:
 class InputSettings:
     """What a run's inputs need: classes K, the features, levels and normalisation
     (`meshseg.data.inputs.MeshInputs`), the hierarchy's coarsening, its test split's
-    shards, and the offset its label files were read with (class = label + offset)."""
+    shards, the offset its label files were read with (class = label + offset), and
+    whether it skipped bad records (`data.skip_bad_records`)."""
 
     num_classes: int
     inputs: MeshInputs
     coarsening: float
     test_files: List[str]
     label_offset: int = 0
+    skip_bad_records: bool = False
 
 
 # Settings older runs stored, and the values that replace them: {old key: (new key,
@@ -111,7 +113,7 @@ def input_settings(run_dir: str) -> InputSettings:
                           "summary.json are needed); give a run directory train.py wrote")
     return InputSettings(config.data.num_classes, MeshInputs.of(config.data),
                          config.data.coarsening, summary.test_files,
-                         config.data.label_offset)
+                         config.data.label_offset, config.data.skip_bad_records)
 
 
 def run_label_offset(settings: InputSettings, requested: Optional[int]) -> int:
@@ -183,17 +185,18 @@ def predict_labels(model: keras.Model, vertices: np.ndarray, triangles: np.ndarr
 def read_meshes(files: List[str]) -> Iterator[Dict[str, np.ndarray]]:
     """Yields the meshes of TFRecord shards in file order: vertices float32 [V, 3],
     triangles int32 [T, 3], labels int32 [V]."""
-    from meshseg.data.reader import open_shard
+    from meshseg.data.reader import good_records
     from meshseg.data.records import parse_mesh_record
 
     for path in files:
-        for serialized in open_shard(path):
+        for _, serialized in good_records(path):
             mesh = parse_mesh_record(serialized, source=path)
             yield {key: mesh[key].numpy() for key in ("vertices", "triangles", "labels")}
 
 
 def evaluate_test_split(run_dir: str, keep_meshes: int = 3) -> Dict:
-    """Evaluates a run's model on its test split, as the run evaluated it.
+    """Evaluates a run's model on its test split, as the run evaluated it (records the
+    run skipped as bad are skipped again).
 
     Returns:
       dict with accuracy (fraction of test vertices predicted right; equals the run's
@@ -202,13 +205,13 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3) -> Dict:
       float32 [V, 3], triangles int32 [T, 3], labels and predictions int32 [V].
     """
     from meshseg.data.pipeline import make_dataset
-    from meshseg.data.reader import open_shard
+    from meshseg.data.reader import BadRecordLog, check_shard
     from meshseg.train.evaluate import confusion_matrix, make_predict_step
 
     settings = input_settings(run_dir)
     model = load_model(run_dir)
     test_data = make_dataset(settings.test_files, batch_size=1, training=False,
-                             inputs=settings.inputs)
+                             inputs=settings.inputs, skip_bad_records=settings.skip_bad_records)
     confusion = confusion_matrix(make_predict_step(model, jit=False), test_data,
                                  settings.num_classes)
     meshes = []
@@ -219,7 +222,9 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3) -> Dict:
         meshes.append({**mesh, "predictions": predictions})
     return {"accuracy": float(np.trace(confusion) / max(confusion.sum(), 1)),
             "confusion": confusion,
-            "num_meshes": sum(1 for path in settings.test_files for _ in open_shard(path)),
+            "num_meshes": sum(len(check_shard(path, skip_bad_records=True,
+                                              bad_records=BadRecordLog(quiet=True)).good)
+                              for path in settings.test_files),
             "meshes": meshes}
 
 

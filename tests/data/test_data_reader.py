@@ -162,3 +162,74 @@ def test_a_shard_is_decoded_once_until_it_changes(tmp_path, tetrahedron):
     open(path, "wb").write(data[:-20])  # a changed file is checked again
     with pytest.raises(BadRecordError, match=r"once\.tfrecords, record 2: truncated"):
         make_dataset([path], batch_size=1, training=False)
+
+
+def _flip_in_record(path: str, index: int) -> None:
+    """Flips one byte in the middle of record `index`'s data (its length framing intact)."""
+    from meshseg.data.framing import HEADER_BYTES, frames
+
+    frame = next(f for f in frames(path) if f.index == index)
+    data = bytearray(open(path, "rb").read())
+    data[frame.offset + HEADER_BYTES + frame.length // 2] ^= 0x01
+    open(path, "wb").write(bytes(data))
+
+
+def _four_meshes(tmp_path, tetrahedron, name="four.tfrecords", options=None) -> str:
+    path = str(tmp_path / name)
+    with tf.io.TFRecordWriter(path, options) as writer:
+        for label in range(4):
+            writer.write(mesh_to_example(**_relabelled(tetrahedron, label)))
+    return path
+
+
+def test_a_flipped_byte_costs_only_its_record_in_every_reader(tmp_path, tetrahedron):
+    from meshseg.data.pipeline import sample_meshes
+    from meshseg.data.reader import geometry_digests, good_records
+
+    path = _four_meshes(tmp_path, tetrahedron)
+    _flip_in_record(path, 1)
+    with pytest.raises(BadRecordError, match=r"four\.tfrecords, record 1: truncated or corrupt "
+                                             r"shard \(corrupted record at \d+: its data checksum"):
+        check_shard(path)
+    bad_records = BadRecordLog()
+    dataset = make_dataset([path], batch_size=1, training=False, skip_bad_records=True,
+                           bad_records=bad_records)
+    assert [int(labels[0, 0]) for _, labels in dataset] == [0, 2, 3]
+    assert bad_records.count == 1 and not bad_records.shards
+    assert "the rest of the shard" not in bad_records.messages[0]
+    assert [index for index, _ in good_records(path)] == [0, 2, 3]
+    assert sorted(geometry_digests(path)) == [0, 2, 3]
+    assert [int(labels[0]) for _, labels, _ in sample_meshes([path], 4)] == [0, 2, 3]
+
+
+def test_a_record_that_is_not_an_example_is_skipped_and_the_rest_read(tmp_path, tetrahedron):
+    from meshseg.data.reader import stored_fields
+
+    path = _write(tmp_path / "junk.tfrecords",
+                  [b"this is not a tf.train.Example \xff\xfe"]
+                  + [mesh_to_example(**_relabelled(tetrahedron, i)) for i in range(4)])
+    assert stored_adjacency([path]) == "none" and stored_fields([path]) == ((), 0)
+    with pytest.raises(BadRecordError, match=r"junk\.tfrecords, record 0: "):
+        check_shard(path)
+    bad_records = BadRecordLog()
+    dataset = make_dataset([path], batch_size=1, training=False, skip_bad_records=True,
+                           bad_records=bad_records)
+    assert [int(labels[0, 0]) for _, labels in dataset] == [0, 1, 2, 3]
+    assert bad_records.count == 1
+
+
+def test_a_damaged_compressed_shard_keeps_the_records_before_the_damage(tmp_path, tetrahedron):
+    # Incompressible vertices, so the cut falls after whole records of the gzip stream.
+    noisy = dict(tetrahedron, vertices=np.random.default_rng(0).normal(
+        size=(20000, 3)).astype(np.float32), labels=np.zeros(20000, np.int32))
+    path = _four_meshes(tmp_path, noisy, "four.tfrecords.gz",
+                        tf.io.TFRecordOptions(compression_type="GZIP"))
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[:len(data) * 3 // 4])
+    bad_records = BadRecordLog()
+    dataset = make_dataset([path], batch_size=1, training=False, skip_bad_records=True,
+                           bad_records=bad_records)
+    read = [int(labels[0, 0]) for _, labels in dataset]
+    assert read == list(range(len(read))) and 0 < len(read) < 4
+    assert bad_records.count == 1
+    assert "the rest of the shard is unreadable" in bad_records.messages[0]

@@ -161,6 +161,21 @@ def test_a_skipped_unreadable_shard_counts_as_a_shard_not_a_record(tiny_dataset,
     assert "skipped 0 bad record(s) and 1 unreadable shard(s)" in caplog.text
 
 
+def test_a_train_shard_led_by_a_non_example_record_trains_on_the_rest(tiny_dataset, tmp_path,
+                                                                     caplog):
+    from meshseg.data.reader import open_shard
+
+    train = tmp_path / "train.tfrecords"
+    with tf.io.TFRecordWriter(str(train)) as writer:
+        writer.write(b"this is not a tf.train.Example \xff\xfe")
+        for record in open_shard(tiny_dataset["train"]):
+            writer.write(record.numpy())
+    cfg = _tfrecords_config(str(train), tiny_dataset["test"], 6, "data.skip_bad_records=true")
+    _, _, info = build_datasets(cfg, seed=0, jit=False)
+    assert info.num_meshes["train"] == 4 and info.bad_records["train"] == 1
+    assert "train.tfrecords, record 0: " in caplog.text
+
+
 def test_meshes_with_a_few_high_degree_vertices_get_overflow_rows_and_the_log_says_so(
         tmp_path, caplog):
     fan = fan_grid()

@@ -73,3 +73,30 @@ def test_each_evaluation_writes_prediction_and_ground_truth_meshes(tiny_dataset,
 def test_summaries_meshes_0_writes_no_mesh(tiny_dataset, tmp_path):
     train_tiny(tiny_config(tiny_dataset, "summaries.meshes=0", "steps=2"), tmp_path)
     assert mesh_summaries(tmp_path / "eval") == {}
+
+
+@pytest.mark.slow
+def test_a_run_skips_a_corrupt_test_record_and_shows_and_scores_the_other_three(
+        tiny_dataset, tmp_path, caplog):
+    from meshseg.data.framing import HEADER_BYTES, frames
+    from meshseg.tools.predict import evaluate_test_split
+
+    records = [r.numpy() for r in open_shard(tiny_dataset["test"])] * 2  # 4 test meshes
+    test = tmp_path / "test.tfrecords"
+    with tf.io.TFRecordWriter(str(test)) as writer:
+        for record in records:
+            writer.write(record)
+    damaged = next(f for f in frames(str(test)) if f.index == 1)
+    data = bytearray(test.read_bytes())
+    data[damaged.offset + HEADER_BYTES + damaged.length // 2] ^= 0x01  # framing intact
+    test.write_bytes(bytes(data))
+    dataset = dict(tiny_dataset, test=str(test))
+    summary = train_tiny(tiny_config(dataset, "summaries.meshes=4", "data.skip_bad_records=true"),
+                         tmp_path / "run")
+    assert "test split: skipped 1 bad record(s) and 0 unreadable shard(s)" in caplog.text
+    assert sorted(mesh_summaries(tmp_path / "run" / "eval")) == sorted(
+        f"test_mesh_{i}/{kind}" for i in range(3) for kind in ("prediction", "ground_truth"))
+    scored = evaluate_test_split(str(tmp_path / "run"))
+    assert scored["num_meshes"] == 3 and scored["confusion"].sum() == sum(
+        len(labels) for _, labels, _ in sample_meshes([str(test)], 4))
+    assert scored["accuracy"] == pytest.approx(summary.eval_accuracy, abs=1e-6)
