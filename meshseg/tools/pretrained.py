@@ -7,8 +7,9 @@ Command line (a maintainer's step, after a benchmark run):
 
 copies the run's model.keras, run_config.yaml and summary.json into
 `meshseg/pretrained/<name>/` (`meshseg.tools.predict.PRETRAINED_DIR`), predicts the
-sample's test meshes (`<sample>/test.txt`, meshes in `<sample>/off`, labels in
-`<sample>/labels`) with `meshseg.tools.predict.predict_files` and writes `results.json`:
+sample's test meshes (`<sample>/test.txt`, meshes in a subfolder such as `<sample>/ply`,
+labels in `<sample>/labels`) with `meshseg.tools.predict.predict_files` and writes
+`results.json`:
 the run's results row (test and validation accuracy and mean IoU, steps, the command
 that trained it) and the per-vertex accuracy on those sample meshes, pooled over their
 vertices, which the tests reproduce from the shipped files. Every sample test mesh
@@ -38,9 +39,19 @@ SHIPPED_FILES = (MODEL_FILE, RUN_CONFIG, SUMMARY_FILE)
 
 
 def sample_meshes(sample: Path) -> List[Path]:
-    """The mesh files of `<sample>/test.txt` (one file name per line, under `<sample>/off`)."""
-    names = (sample / "test.txt").read_text().split()
-    return [sample / "off" / name for name in names]
+    """The mesh files of `<sample>/test.txt` (one file name per line, each in a subfolder
+    of `sample` such as `ply/` or `off/`).
+
+    Raises:
+      ConfigError: naming a listed mesh no subfolder holds.
+    """
+    meshes = []
+    for name in (sample / "test.txt").read_text().split():
+        found = sorted(sample.glob(f"*/{name}"))
+        if not found:
+            raise ConfigError(f"{sample / 'test.txt'}: {name} is in no subfolder of {sample}")
+        meshes.append(found[0])
+    return meshes
 
 
 def check_held_out(run_dir: str, meshes: List[Path]) -> None:
@@ -136,7 +147,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("run_dir", help="a finished run directory (model.keras)")
     parser.add_argument("--name", required=True, help="the name predict --pretrained takes")
     parser.add_argument("--sample", default="data/rna_sample",
-                        help="a folder with off/, labels/ and test.txt of held-out meshes")
+                        help="a folder with ply/ (or off/), labels/ and test.txt of held-out meshes")
     parser.add_argument("--max-mib", type=float, default=10.0, help="largest model (MiB)")
     args = parser.parse_args(argv)
     existing_dir("run_dir", args.run_dir)
