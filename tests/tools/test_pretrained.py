@@ -2,6 +2,9 @@
 (`predict --pretrained NAME`) and reproduces the sample accuracy it recorded."""
 
 import json
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -90,3 +93,19 @@ def test_a_shipped_model_reproduces_the_sample_accuracy_it_records(name):
     assert sorted(measured["meshes"]) == sorted(recorded["sample"]["meshes"])
     # a few vertices may flip on another CPU's arithmetic; none of the figure moves
     assert measured["accuracy"] == pytest.approx(recorded["sample"]["accuracy"], abs=2e-3)
+
+
+@pytest.mark.slow
+def test_the_readmes_pretrained_command_runs_as_written(tmp_path):
+    project = Path(__file__).resolve().parents[2]
+    line = next(line for line in (project / "README.md").read_text().splitlines()
+                if line.startswith(".venv/bin/python") and "--pretrained rna" in line)
+    command = shlex.split(line)
+    assert command[0] == ".venv/bin/python"
+    result = subprocess.run([sys.executable, *command[1:], "--out", str(tmp_path)], cwd=project,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    recorded = json.loads((predict.PRETRAINED_DIR / "rna" / pretrained.RESULTS_FILE).read_text())
+    counts = recorded["sample"]["meshes"]["4V83_BB"]
+    accuracy = float(result.stdout.split("4V83_BB.off: accuracy ")[1].split()[0])
+    assert accuracy == pytest.approx(counts["correct"] / counts["vertices"], abs=2e-3)
