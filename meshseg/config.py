@@ -399,9 +399,11 @@ def check(config: TrainConfig) -> None:
         raise ConfigError(f"data.coarsening must be a finite number > 1, "
                           f"got {config.data.coarsening}")
     if config.model.name == "feastnet_unet" and len(config.model.conv_channels) - 1 > config.data.levels:
+        needed = len(config.model.conv_channels) - 1
         raise ConfigError(f"model=feastnet_unet with {len(config.model.conv_channels)} "
-                          f"conv_channels needs data.levels >= {len(config.model.conv_channels) - 1}"
-                          f", got {config.data.levels}")
+                          f"conv_channels needs data.levels >= {needed}, got "
+                          f"{config.data.levels}: set data.levels={needed} (records made by "
+                          f"meshseg.data.convert need --levels {needed}), or train model=demo")
     coarsest = len(config.model.conv_channels) - 1 if config.model.name == "feastnet_unet" else 0
     if not 0 <= config.model.output_level <= coarsest:
         raise ConfigError(f"model.output_level must be a level of model={config.model.name}, "

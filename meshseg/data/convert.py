@@ -11,7 +11,7 @@ renamed only when everything succeeded.
 
 Command line:
 
-    python -m meshseg.data.convert --meshes data/rna_sample/off \\
+    python -m meshseg.data.convert --meshes data/rna_sample/ply \\
         --labels data/rna_sample/labels --split-file data/rna_sample/train.txt \\
         --out /tmp/rna/train --num-shards 4 --label-offset 1 --num-classes 260 \\
         --adjacency edges --workers 2 [--features normals hks --levels 3 --coarsening 4]

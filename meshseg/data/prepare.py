@@ -4,7 +4,7 @@ A source folder holds meshes, label files and split files (`train.txt`,
 `test.txt` unless named otherwise) whose lines are mesh paths relative to the meshes
 folder. A validation split, when asked for, is a fixed seeded choice of the training split
 file's entries (`validation_entries`), converted apart and left out of training. The
-bundled RNA sample (`data/rna_sample`: `off/<stem>.off`, `labels/<stem>.txt`
+bundled RNA sample (`data/rna_sample`: `ply/<stem>.ply`, `labels/<stem>.txt`
 in [-1, 258], stored with +1: 260 classes, class 0 = unlabelled) and the human
 body parts set (`meshes/{iso,qes}/*.ply`, `labels/<label_set>/<variant>/<stem>.txt`)
 are both described by a `MeshFolder` (conf/data/rna_sample.yaml, human_parts.yaml).

@@ -12,14 +12,16 @@ center mean / none and scale rms / none (`load_run_config`).
 Command line:
 
     python -m meshseg.tools.predict outputs/<run> my/mesh.off other.ply --out predictions \\
-        [--labels-dir my/labels] [--overwrite]
+        [--labels-dir my/labels] [--picture] [--overwrite]
     python -m meshseg.tools.predict --pretrained rna my/molecule.ply   # a shipped model
 
 writes `<out>/<stem>.ply` (the mesh, vertices coloured by predicted class) and
 `<out>/<stem>.txt` (one predicted label per line, in the label files' convention: class
 minus the run's `data.label_offset`, e.g. -1 for the RNA data's unlabelled class 0); with
 `--labels-dir`, it also prints each mesh's per-vertex accuracy against
-`<labels-dir>/<stem>.txt`, read in the same convention. `--label-offset N` only restates
+`<labels-dir>/<stem>.txt`, read in the same convention. `--picture` also writes `<out>/<stem>.png`, the mesh
+coloured by its predicted labels beside its true ones (with `--labels-dir`; the .ply's
+colours, `meshseg.tools.visualize.render_mesh_labels`). `--label-offset N` only restates
 the run's offset: a different value is refused, since the model's classes were fixed by
 the offset it was trained with. Outputs never replace
 one another: meshes with the same stem (`a/part.off`, `b/part.off`) are refused before
@@ -243,9 +245,30 @@ def write_prediction(out_dir: str, stem: str, vertices: np.ndarray, triangles: n
     return ply_path, txt_path
 
 
-def check_outputs(mesh_paths: List[str], out_dir: str, overwrite: bool = False) -> None:
+def output_names(stem: str, picture: bool = False) -> List[str]:
+    """The files `predict_files` writes for a mesh `stem`: `.ply`, `.txt` (and `.png`)."""
+    return [f"{stem}{ext}" for ext in (".ply", ".txt", ".png")[:3 if picture else 2]]
+
+
+def write_picture(out_dir: str, stem: str, vertices: np.ndarray, triangles: np.ndarray,
+                  predicted: np.ndarray, truth: Optional[np.ndarray]) -> str:
+    """Writes `<stem>.png`: the mesh coloured by `predicted` labels (int [V]), beside it by
+    `truth` (int [V], or None: the prediction alone), with `render_mesh_labels`; returns
+    its path."""
+    from meshseg.tools.visualize import figure_png, render_mesh_labels
+
+    panels = {"prediction": predicted} if truth is None else {"truth": truth,
+                                                             "prediction": predicted}
+    path = os.path.join(out_dir, f"{stem}.png")
+    Path(path).write_bytes(figure_png(render_mesh_labels(vertices, triangles, panels)))
+    return path
+
+
+def check_outputs(mesh_paths: List[str], out_dir: str, overwrite: bool = False,
+                  picture: bool = False) -> None:
     """Checks that the predictions of `mesh_paths` can be written to `out_dir` as
-    `<stem>.ply` / `<stem>.txt` without one replacing another.
+    `<stem>.ply` / `<stem>.txt` (and `<stem>.png` with `picture`) without one replacing
+    another.
 
     Raises:
       ConfigError: naming both meshes if two share a stem, or naming the files if an output
@@ -258,7 +281,7 @@ def check_outputs(mesh_paths: List[str], out_dir: str, overwrite: bool = False) 
             raise ConfigError(f"{first[stem]} and {path} would both be written as {stem}.ply "
                               "and .txt; predict them in separate calls (--out)")
         first[stem] = path
-    existing = [name for stem in first for name in (f"{stem}.ply", f"{stem}.txt")
+    existing = [name for stem in first for name in output_names(stem, picture)
                 if os.path.exists(os.path.join(out_dir, name))]
     if existing and not overwrite:
         more = f" and {len(existing) - 4} more" if len(existing) > 4 else ""
@@ -279,7 +302,7 @@ class Predictions:
 
 def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
                   labels_dir: Optional[str] = None, label_offset: Optional[int] = None,
-                  overwrite: bool = False) -> Predictions:
+                  overwrite: bool = False, picture: bool = False) -> Predictions:
     """Predicts and writes every mesh of `mesh_paths` (see the module docstring).
 
     Before anything is written, `check_outputs` makes sure no output replaces another
@@ -289,7 +312,8 @@ def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
     `failures` with its reason and the others go on. Written labels are the predicted
     classes minus the run's label offset, i.e. in the label files' convention. With
     `labels_dir`, `<labels_dir>/<stem>.txt` + that offset are the true classes.
-    `label_offset`, if given, must equal the run's (`run_label_offset`).
+    `label_offset`, if given, must equal the run's (`run_label_offset`). With `picture`,
+    `write_picture` draws each mesh's prediction (beside its truth with `labels_dir`).
 
     Returns:
       the `Predictions`.
@@ -298,7 +322,7 @@ def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
       ConfigError: from `check_outputs` or `run_label_offset`, or for a directory without
         a finished run.
     """
-    check_outputs(mesh_paths, out_dir, overwrite)
+    check_outputs(mesh_paths, out_dir, overwrite, picture)
     settings = input_settings(run_dir)
     label_offset = run_label_offset(settings, label_offset)
     model = load_model(run_dir)
@@ -320,6 +344,9 @@ def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
             continue
         write_prediction(out_dir, Path(path).stem, geometry.vertices + geometry.origin,
                          geometry.triangles, predictions - label_offset)
+        if picture:
+            write_picture(out_dir, Path(path).stem, geometry.vertices, geometry.triangles,
+                          predictions - label_offset, labels if labels_dir else None)
         result.written.append(path)
         if labels_dir:
             result.accuracies[path] = float(np.mean(labels + label_offset == predictions))
@@ -347,7 +374,7 @@ def pretrained_run_dir(name: str) -> str:
 
 def check_arguments(run_dir: str, mesh_paths: List[str], out_dir: str,
                     labels_dir: Optional[str], overwrite: bool,
-                    label_offset: Optional[int] = None) -> None:
+                    label_offset: Optional[int] = None, picture: bool = False) -> None:
     """The command line's checks, made before TensorFlow is imported.
 
     Raises:
@@ -366,7 +393,7 @@ def check_arguments(run_dir: str, mesh_paths: List[str], out_dir: str,
     if labels_dir:
         existing_dir("--labels-dir", labels_dir)
     output_dir("--out", out_dir)
-    check_outputs(mesh_paths, out_dir, overwrite)
+    check_outputs(mesh_paths, out_dir, overwrite, picture)
 
 
 @command
@@ -390,6 +417,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--label-offset", type=int, default=None,
                         help="class = label + offset; the run's data.label_offset is used "
                              "(1 for the RNA data's -1 = unlabelled), a different one refused")
+    parser.add_argument("--picture", action="store_true",
+                        help="also write <stem>.png: the prediction beside the truth "
+                             "(with --labels-dir)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace outputs of an earlier call in --out")
     args = parser.parse_args(argv)
@@ -401,10 +431,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     else:
         run_dir, meshes = args.paths[0], args.paths[1:]
     check_arguments(run_dir, meshes, args.out, args.labels_dir, args.overwrite,
-                    args.label_offset)
+                    args.label_offset, args.picture)
     start_tensorflow_quietly()
     result = predict_files(run_dir, meshes, args.out, args.labels_dir, args.label_offset,
-                           args.overwrite)
+                           args.overwrite, args.picture)
     print(f"wrote {len(result.written)} predictions to {args.out}")
     for path, accuracy in result.accuracies.items():
         print(f"{path}: accuracy {accuracy:.4f}")

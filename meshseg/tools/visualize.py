@@ -50,18 +50,24 @@ def face_labels(triangles: np.ndarray, labels: np.ndarray) -> np.ndarray:
 def render_mesh_labels(vertices: np.ndarray, triangles: np.ndarray,
                        panels: Dict[str, np.ndarray]) -> Figure:
     """Side-by-side 3-D views of one mesh, one per entry of `panels` {title: labels int [V]},
-    triangles coloured by `face_labels` with `label_colors`."""
+    triangles coloured by `face_labels` with `label_colors` and shaded by their normals
+    (a light from above the viewer), the mesh filling each panel."""
     vertices = np.asarray(vertices, np.float64)
+    corners = vertices[np.asarray(triangles)]
+    normals = np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
+    normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-30)
+    shading = 0.45 + 0.55 * np.abs(normals @ (np.array([-1.0, -1.0, 1.5]) / np.sqrt(4.25)))
     fig = Figure(figsize=(4.5 * len(panels), 4.5), layout="constrained")
     low, high = vertices.min(0), vertices.max(0)
     for index, (title, labels) in enumerate(panels.items()):
         ax = fig.add_subplot(1, len(panels), index + 1, projection="3d")
         colors = label_colors(face_labels(triangles, labels)) / 255.0
-        ax.add_collection3d(Poly3DCollection(vertices[triangles], facecolors=colors,
-                                             edgecolors="none", linewidths=0))
-        ax.set(xlim=(low[0], high[0]), ylim=(low[1], high[1]), zlim=(low[2], high[2]),
-               title=title)
-        ax.set_box_aspect(high - low + 1e-9)
+        colors[:, :3] *= shading[:, None]
+        ax.add_collection3d(Poly3DCollection(corners, facecolors=colors, edgecolors="none",
+                                             linewidths=0))
+        ax.set(xlim=(low[0], high[0]), ylim=(low[1], high[1]), zlim=(low[2], high[2]))
+        ax.set_title(title)
+        ax.set_box_aspect(high - low + 1e-9, zoom=1.3)
         ax.set_axis_off()
     return fig
 

@@ -198,12 +198,12 @@ def test_cli_converts_the_split_file_entries_matching_the_glob(tmp_path, tetrahe
 def rna_subset(tmp_path) -> Path:
     """The RNA sample cut down to one training and one test mesh."""
     source = tmp_path / "rna"
-    (source / "off").mkdir(parents=True)
+    (source / "ply").mkdir(parents=True)
     (source / "labels").mkdir()
     train = (RNA_SAMPLE / "train.txt").read_text().split()[:1]
     test = (RNA_SAMPLE / "test.txt").read_text().split()[:1]
     for name in train + test:
-        shutil.copy(RNA_SAMPLE / "off" / name, source / "off" / name)
+        shutil.copy(RNA_SAMPLE / "ply" / name, source / "ply" / name)
         stem = Path(name).stem
         shutil.copy(RNA_SAMPLE / "labels" / f"{stem}.txt", source / "labels" / f"{stem}.txt")
     (source / "train.txt").write_text("\n".join(train) + "\n")

@@ -130,7 +130,7 @@ def test_hks_with_the_symmetric_factorisation_matches_eigsh_s_own_on_real_meshes
         name, monkeypatch):
     # Two bundled RNA surfaces (14.3k and 14.5k vertices): the minimum-degree LU of
     # `shifted_inverse` against eigsh's default shift-invert factorisation (COLAMD).
-    mesh = trimesh.load(f"{PROJECT}/data/rna_sample/off/{name}.off", process=False)
+    mesh = trimesh.load(f"{PROJECT}/data/rna_sample/ply/{name}.ply", process=False)
     vertices, triangles = np.asarray(mesh.vertices), np.asarray(mesh.faces)
     fast = heat_kernel_signature(vertices, triangles)
     monkeypatch.setattr(descriptors, "shifted_inverse", lambda operator: None)

@@ -81,7 +81,7 @@ def test_derive_refuses_hks_of_a_mesh_without_area(tetrahedron):
         derive(flat, tetrahedron["triangles"], ["hks"])
 
 
-REAL_MESHES = [Path("data/rna_sample/off/1VQ6_9.off"),
+REAL_MESHES = [Path("data/rna_sample/ply/1VQ6_9.ply"),
                Path("../shared/data/rna/ply/3JBN_AB.ply"),  # 2561 unreferenced vertices
                Path("../shared/data/human_parts/meshes/iso/tr_reg_iso_080.ply")]
 

@@ -23,14 +23,18 @@ CONFIG_DIR = str(PROJECT / "conf")
 
 
 def tiny_config(dataset: dict, *overrides: str):
-    """The `train` config on `dataset` (the `tiny_dataset` fixture) with a small network,
-    3 steps and evaluation every 2, plus `overrides`."""
+    """The `train` config on `dataset` (the `tiny_dataset` fixture) with a small demo
+    network and the demo's optimizer and loss (Adam, no label smoothing), 3 steps and
+    evaluation every 2, plus `overrides`."""
     base = [
         "data=tfrecords",
         f"data.train_files={dataset['train']}",
         f"data.test_files={dataset['test']}",
         f"data.num_classes={dataset['num_classes']}",
         "data.batch_size=2",
+        "model=demo",
+        "optimizer=adam",
+        "loss.label_smoothing=0",
         "model.input_channels=8",
         "model.conv_channels=[8,8,16]",
         "model.hidden_channels=16",
@@ -48,10 +52,12 @@ def train_tiny(cfg, run_dir) -> RunSummary:
 
 
 def train_command(dataset: dict, run_dir, *overrides: str) -> list:
-    """`python train.py` on `dataset` with a small deterministic network (run it in PROJECT)."""
+    """`python train.py` on `dataset` with a small deterministic demo network, Adam and no
+    label smoothing (run it in PROJECT)."""
     return [sys.executable, "train.py", "data=tfrecords", f"data.train_files={dataset['train']}",
             f"data.test_files={dataset['test']}", f"data.num_classes={dataset['num_classes']}",
-            "data.batch_size=2", "model.conv_channels=[8,8]", "model.hidden_channels=16",
+            "data.batch_size=2", "model=demo", "optimizer=adam", "loss.label_smoothing=0",
+            "model.conv_channels=[8,8]", "model.hidden_channels=16",
             "model.num_weight_matrices=4", "deterministic=true", "eval_every=10",
             f"hydra.run.dir={run_dir}", *overrides]
 

@@ -92,6 +92,31 @@ def test_written_ply_is_the_mesh_coloured_by_the_written_labels(trained_run, tes
     np.testing.assert_array_equal(written.visual.vertex_colors, label_colors(labels))
 
 
+def test_picture_draws_the_written_labels_beside_the_true_ones(trained_run, test_mesh_files,
+                                                              tmp_path, monkeypatch):
+    from matplotlib.image import imread
+
+    from meshseg.tools import visualize
+    drawn = []
+    render = visualize.render_mesh_labels
+    monkeypatch.setattr(visualize, "render_mesh_labels",
+                        lambda vertices, triangles, panels: drawn.append(panels)
+                        or render(vertices, triangles, panels))
+    mesh_path, labels_dir = test_mesh_files
+    main([str(trained_run), str(mesh_path), "--labels-dir", str(labels_dir), "--picture",
+          "--out", str(tmp_path / "both")])
+    main([str(trained_run), str(mesh_path), "--picture", "--out", str(tmp_path / "alone")])
+    written = np.loadtxt(tmp_path / "both" / "mesh.txt", dtype=np.int64)
+    assert [list(panels) for panels in drawn] == [["truth", "prediction"], ["prediction"]]
+    np.testing.assert_array_equal(drawn[0]["truth"], np.loadtxt(labels_dir / "mesh.txt"))
+    np.testing.assert_array_equal(drawn[0]["prediction"], written)
+    both, alone = (imread(tmp_path / folder / "mesh.png") for folder in ("both", "alone"))
+    assert both.shape[0] == alone.shape[0] and both.shape[1] == 2 * alone.shape[1]
+    with pytest.raises(ConfigError, match="already holds mesh.ply, mesh.txt, mesh.png"):
+        predict_files(str(trained_run), [str(mesh_path)], str(tmp_path / "alone"),
+                      picture=True)
+
+
 def test_the_runs_label_offset_shifts_written_and_compared_labels(trained_run, test_mesh_files,
                                                                   tmp_path, capsys):
     """A run trained with data.label_offset=1 (as the RNA data): predict reads its label

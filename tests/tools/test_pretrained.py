@@ -107,5 +107,5 @@ def test_the_readmes_pretrained_command_runs_as_written(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     recorded = json.loads((predict.PRETRAINED_DIR / "rna" / pretrained.RESULTS_FILE).read_text())
     counts = recorded["sample"]["meshes"]["4V83_BB"]
-    accuracy = float(result.stdout.split("4V83_BB.off: accuracy ")[1].split()[0])
+    accuracy = float(result.stdout.split("4V83_BB.ply: accuracy ")[1].split()[0])
     assert accuracy == pytest.approx(counts["correct"] / counts["vertices"], abs=2e-3)

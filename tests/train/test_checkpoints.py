@@ -39,7 +39,7 @@ def test_the_state_file_lists_the_kept_checkpoints_for_tensorflows_tools(tiny_da
     assert tf.train.latest_checkpoint(str(tmp_path / "checkpoints")).endswith("ckpt-3")
 
 
-DEMO_NET = ("model.input_channels=16", "model.conv_channels=[32,64,128]",
+DEMO_NET = ("model=demo", "model.input_channels=16", "model.conv_channels=[32,64,128]",
             "model.hidden_channels=256", "model.num_weight_matrices=8")
 
 

@@ -42,14 +42,14 @@ def test_native_log_lines_are_recognised():
 def test_train_py_converting_a_mesh_folder_prints_no_native_lines_and_a_closing_summary(
         tmp_path):
     root = tmp_path / "rna"
-    (root / "off").mkdir(parents=True)
+    (root / "ply").mkdir(parents=True)
     (root / "labels").mkdir()
     stems = [line.split(".")[0] for line in (RNA_SAMPLE / "train.txt").read_text().split()]
     for stem in stems[:3]:
-        shutil.copy(RNA_SAMPLE / "off" / f"{stem}.off", root / "off")
+        shutil.copy(RNA_SAMPLE / "ply" / f"{stem}.ply", root / "ply")
         shutil.copy(RNA_SAMPLE / "labels" / f"{stem}.txt", root / "labels")
-    (root / "train.txt").write_text("".join(f"{stem}.off\n" for stem in stems[:2]))
-    (root / "test.txt").write_text(f"{stems[2]}.off\n")
+    (root / "train.txt").write_text("".join(f"{stem}.ply\n" for stem in stems[:2]))
+    (root / "test.txt").write_text(f"{stems[2]}.ply\n")
     run_dir = tmp_path / "run"
     result = subprocess.run(
         [sys.executable, "train.py", f"data.root={root}", f"data.cache_dir={tmp_path / 'cache'}",

@@ -131,6 +131,9 @@ def test_a_directory_with_foreign_outputs_is_refused_untouched(tiny_dataset, tmp
     ("data.num_classes=3", "data has label 5 but num_classes=3"),
     ("resume=/no/such/run", "resume=/no/such/run: no such run directory"),
     ("model.output_level=1", "model.output_level must be a level of model=demo, 0 to 0, got 1"),
+    ("model=feastnet_unet data.levels=1",
+     r"needs data.levels >= 2, got 1: set data.levels=2 \(records made by "
+     r"meshseg.data.convert need --levels 2\), or train model=demo"),
     ("model=feastnet_unet data.levels=2 model.output_level=3",
      "model.output_level must be a level of model=feastnet_unet, 0 to 2, got 3"),
 ])
@@ -154,7 +157,8 @@ runpy.run_path("train.py", run_name="__main__")
      "error: data.root='/no/such/folder' is not a folder; pass data.root=<path>"),
     (["data=rna_sample", "data.root=data/rna_sample/labels/missing"],
      "is not a folder"),
-    (["data=tfrecords", "data.train_files=/no/such/*.tfrecords", "data.num_classes=3"],
+    (["data=tfrecords", "data.train_files=/no/such/*.tfrecords", "data.num_classes=3",
+      "data.levels=3"],
      "error: data.train_files='/no/such/*.tfrecords' matches no file"),
 ])
 def test_a_missing_data_path_is_refused_before_tensorflow_starts(overrides, message, tmp_path):

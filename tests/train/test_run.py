@@ -107,7 +107,7 @@ def test_padded_values_change_neither_loss_nor_accuracy(impl, tiny_dataset):
 
 def test_a_few_steps_on_a_real_mesh_lower_the_loss(tmp_path):
     rna = PROJECT / "data" / "rna_sample"
-    mesh = load_labelled_mesh(rna / "off" / "1VQ6_9.off", rna / "labels" / "1VQ6_9.txt",
+    mesh = load_labelled_mesh(rna / "ply" / "1VQ6_9.ply", rna / "labels" / "1VQ6_9.txt",
                               label_offset=1)
     path = str(tmp_path / "real.tfrecords")
     with tf.io.TFRecordWriter(path) as writer:
@@ -126,7 +126,7 @@ def test_a_few_steps_on_a_real_mesh_lower_the_loss(tmp_path):
 def test_multirun_writes_one_logdir_per_job(tiny_dataset, tmp_path):
     command = [sys.executable, "train.py", "-m", "loop=custom,keras", "data=tfrecords",
                f"data.train_files={tiny_dataset['train']}", f"data.test_files={tiny_dataset['test']}",
-               "data.num_classes=6", "data.batch_size=2", "model.conv_channels=[8,8]",
+               "data.num_classes=6", "data.batch_size=2", "model=demo", "model.conv_channels=[8,8]",
                "model.hidden_channels=16", "steps=2", "eval_every=2",
                f"hydra.sweep.dir={tmp_path}"]
     result = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True, timeout=300,
