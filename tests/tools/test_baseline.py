@@ -157,7 +157,7 @@ def test_nearest_mesh_copies_the_labels_of_a_co_registered_training_mesh(twin_fo
 @pytest.mark.parametrize("mistake, status, message", [
     (["--features", "xyz,curvature"], 2, "argument --features: must be distinct names"),
     (["data.root=/nonexistent/folder"], 2, "data.root='/nonexistent/folder' is not a folder"),
-    (["data=tfrecords", "data.train_files=a", "data.test_files=b"], 2,
+    (["model=demo", "data=tfrecords", "data.train_files=a", "data.test_files=b"], 2,
      "data.source=tfrecords: the baseline reads mesh files"),
     (["data.num_classes=3"], 4, "outside [0, 3) (num_classes=3)"),
 ])

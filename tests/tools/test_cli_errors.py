@@ -125,7 +125,8 @@ CASES = [
          "data.batch_size", ">= 1"),
     case("input-bound-zero-steps", INPUT_BOUND, "--steps 0", 2, "--steps", ">= 1"),
     case("input-bound-missing-data", INPUT_BOUND,
-         "data=tfrecords data.train_files=nope-* data.test_files=nope-* data.num_classes=3",
+         "model=demo data=tfrecords data.train_files=nope-* data.test_files=nope-* "
+         "data.num_classes=3",
          2, "data.train_files", "nope-*", before_tensorflow=False),
 
     case("throughput-no-file-matches", THROUGHPUT, "nope-*", 2, "files nope-*",
