@@ -6,7 +6,9 @@ into `train/` or `eval/`) holding
 - the experiment config (`hp.hparams_config`): the hyperparameter columns of
   `HPARAM_KEYS` and the metric columns of `METRIC_KEYS`. Domains are not taken from the
   run's own values, so every job of a sweep writes the same config;
-- the session (`hp.hparams`): this run's values (`run_hparams`);
+- the session (`hp.hparams`): this run's values (`run_hparams`), in a session group named
+  by the run directory's absolute path (`trial_id`), so two sweeps' jobs of the same name
+  (both `0`, say) are two rows of the table, not one row holding both sessions;
 - one scalar per metric of `METRIC_KEYS`, at step `summary["steps"]`, so the table
   has a value for it (the HParams dashboard shows a run's last value of each tag).
 
@@ -101,7 +103,7 @@ def log_hparams(run_dir: str, config: TrainConfig, summary: RunSummary) -> Dict[
     writer = tf.summary.create_file_writer(run_dir)
     with writer.as_default(step=summary.steps):
         hp.hparams_config(hparams=columns, metrics=metrics)
-        hp.hparams(hparams, trial_id=os.path.basename(os.path.normpath(run_dir)))
+        hp.hparams(hparams, trial_id=os.path.abspath(run_dir))
         for key in METRIC_KEYS:
             value = getattr(summary, key)
             if value is not None:

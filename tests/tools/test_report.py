@@ -1,5 +1,6 @@
 """meshseg.tools.report and meshseg.train.hparams on a tiny two-run sweep: table, report, plots, HParams."""
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from helpers.runs import PROJECT, tiny_config, train_tiny
 from meshseg.console import is_native_log_line
 from meshseg.errors import ConfigError
 from meshseg.tools.report import PLOTS, find_runs, load_records, main
-from meshseg.train.hparams import METRIC_KEYS, hparam_value, run_hparams
+from meshseg.train.hparams import METRIC_KEYS, hparam_value, log_hparams, run_hparams
 from meshseg.train.summary import RunSummary, load_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -94,7 +95,7 @@ def test_each_run_dir_holds_its_hparams_session_and_metrics(sweep):
     values = {key: getattr(value, value.WhichOneof("kind")) for key, value in session.hparams.items()}
     assert values["impl"] == "gather_matmul" and values["loop"] == "keras"
     assert values["jit"] is False and values["batch_size"] == 2 and values["data"] == "tfrecords"
-    assert session.group_name == run_dir.name
+    assert session.group_name == str(run_dir.resolve())
     experiment = hparams_metadata.parse_experiment_plugin_data(
         events.SummaryMetadata(hparams_metadata.EXPERIMENT_TAG).plugin_data.content)
     assert [m.name.tag for m in experiment.metric_infos] == list(METRIC_KEYS)
@@ -102,6 +103,27 @@ def test_each_run_dir_holds_its_hparams_session_and_metrics(sweep):
     for key in ("eval_accuracy", "median_step_time_ms", "peak_rss_mib"):
         assert float(tf.make_ndarray(events.Tensors(key)[-1].tensor_proto)) == pytest.approx(
             getattr(summary, key), rel=1e-6)
+
+
+def session_start(run_dir: Path):
+    events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})
+    events.Reload()
+    return hparams_metadata.parse_session_start_info_plugin_data(
+        events.SummaryMetadata(hparams_metadata.SESSION_START_INFO_TAG).plugin_data.content)
+
+
+def test_two_sweeps_jobs_of_the_same_name_are_two_rows_of_the_hparams_table(sweep, tmp_path):
+    # TensorBoard's HParams plugin merges sessions of one group name into one row: the
+    # group must name the run, not its job number, which every sweep repeats.
+    run = load_run(str(sweep / "0_gather_matmul_custom_jit-False"))
+    for sweep_name, learning_rate in (("lr-0.001", 1e-3), ("lr-0.003", 3e-3)):
+        config = dataclasses.replace(run.config, optimizer=dataclasses.replace(
+            run.config.optimizer, learning_rate=learning_rate))
+        log_hparams(str(tmp_path / sweep_name / "0"), config, run.summary)
+    sessions = [session_start(tmp_path / name / "0") for name in ("lr-0.001", "lr-0.003")]
+    assert [s.group_name for s in sessions] == [str(tmp_path / name / "0")
+                                                for name in ("lr-0.001", "lr-0.003")]
+    assert [s.hparams["learning_rate"].number_value for s in sessions] == [1e-3, 3e-3]
 
 
 def test_hparam_values_are_types_the_plugin_stores():
