@@ -39,7 +39,7 @@ from meshseg.train.keras_loop import KerasLoop
 from meshseg.train.mesh_summaries import MeshSummaries
 from meshseg.train.metrics import MaskedCrossEntropy, class_weights
 from meshseg.train.rundir import (CHECKPOINT_DIR, MODEL_FILE, SUMMARY_FILE, check_resume,
-                                  claim_run_dir)
+                                  claim_run_dir, record_or_check_data)
 from meshseg.train.summaries import peak_rss_mib, step_times
 from meshseg.train.summary import RunSummary
 
@@ -196,7 +196,8 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
     if is_replicated(strategy):
         train_data = shard_input(train_data, data_info.files["train"],
                                  worker_position(strategy)[1])
-    if claim_run_dir(run_dir, cfg):
+    resumed = claim_run_dir(run_dir, cfg)
+    if resumed:
         finished = RunSummary.load(run_dir)
         completed = finished is not None and finished.steps >= config.steps
         if completed and os.path.isfile(os.path.join(run_dir, MODEL_FILE)):
@@ -207,6 +208,7 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
                      "checkpoint", run_dir, finished.steps, MODEL_FILE)
         else:
             log.info("continuing the run in %s", run_dir)
+    record_or_check_data(run_dir, data_info.files, resumed, write=is_chief(strategy))
 
     impl = choose_implementation(config, train_data)
     with strategy.scope():

@@ -10,6 +10,7 @@ import sys
 from itertools import count
 from typing import List
 
+import google_crc32c
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
@@ -21,11 +22,13 @@ RUN_CONFIG = "run_config.yaml"  # the run's settings (`claim_run_dir`)
 SUMMARY_FILE = "summary.json"  # its results (`meshseg.train.summary.RunSummary`)
 MODEL_FILE = "model.keras"  # the trained model
 CHECKPOINT_DIR = "checkpoints"  # `meshseg.train.checkpoints.TrainingCheckpoint`
+DATA_FILES = "data_files.json"  # the shards it started on (`record_or_check_data`)
 OUTPUTS = (CHECKPOINT_DIR, "train", "eval", SUMMARY_FILE, MODEL_FILE)
 # Settings a resumed run may change: how long it trains, how often it evaluates, what
 # it resumes, whether it profiles (and runs recorded before `profile` existed resume).
 RESUMABLE_CHANGES = ("steps", "eval_every", "resume", "checkpoint", "profile", "profile_steps")
 NOW = re.compile(r"\$\{now:[^}]*\}")  # the timestamp in the default hydra.run.dir
+_READ_CHUNK = 1 << 24  # bytes read at once for a shard's checksum
 
 
 def differing_settings(previous: DictConfig, current: DictConfig) -> List[str]:
@@ -96,6 +99,74 @@ def claim_run_dir(run_dir: str, cfg: DictConfig) -> bool:
     OmegaConf.save(cfg, aside, resolve=True)
     os.replace(aside, os.path.join(run_dir, RUN_CONFIG))
     return False
+
+
+def data_fingerprint(files: dict[str, list[str]]) -> dict[str, list[dict]]:
+    """{split: [{"file": absolute path, "bytes": size, "crc32c": hex CRC-32C of the whole
+    file}]} of a run's shards (`DataInfo.files`), in split order. Reading them costs about
+    a second per GiB here."""
+    fingerprint = {}
+    for split, paths in files.items():
+        entries = []
+        for path in paths:
+            checksum = google_crc32c.Checksum()
+            with open(path, "rb") as stream:
+                for chunk in iter(lambda: stream.read(_READ_CHUNK), b""):
+                    checksum.update(chunk)
+            entries.append({"file": os.path.abspath(path), "bytes": os.path.getsize(path),
+                            "crc32c": checksum.hexdigest().decode()})
+        fingerprint[split] = entries
+    return fingerprint
+
+
+def changed_data(recorded: dict[str, list[dict]], current: dict[str, list[dict]]) -> List[str]:
+    """What differs between two `data_fingerprint`s, one phrase per shard or split, e.g.
+    "train: /data/train-00000-of-00002.tfrecords changed"; [] when they agree."""
+    changes = []
+    for split in sorted(recorded.keys() | current.keys()):
+        before = {entry["file"]: entry for entry in recorded.get(split, [])}
+        after = {entry["file"]: entry for entry in current.get(split, [])}
+        changes += [f"{split}: {name} is gone" for name in sorted(before.keys() - after.keys())]
+        changes += [f"{split}: {name} is new" for name in sorted(after.keys() - before.keys())]
+        changes += [f"{split}: {name} changed" for name in sorted(before.keys() & after.keys())
+                    if before[name] != after[name]]
+    return changes
+
+
+def record_or_check_data(run_dir: str, files: dict[str, list[str]], resumed: bool,
+                         write: bool = True) -> None:
+    """Records the shards a run starts on in `<run_dir>/data_files.json`, or, when it
+    resumes, checks that they are the ones it started on, so a resumed run never continues
+    on other data without a word (its checkpoint's input position would point into another
+    stream). A run recorded before this file existed records it when it resumes.
+
+    Args:
+      run_dir: the run directory.
+      files: {split: [shard paths]} (`DataInfo.files`).
+      resumed: whether the run continues an earlier one in `run_dir`.
+      write: whether this process writes the record (the chief of a multi-worker job).
+
+    Raises:
+      RunDirError: on a resume whose shards differ from the recorded ones, naming each
+        changed, new or missing shard; nothing is written then.
+      OSError: if the record cannot be written.
+    """
+    path = os.path.join(run_dir, DATA_FILES)
+    current = data_fingerprint(files)
+    if resumed and os.path.exists(path):
+        with open(path) as stream:
+            changes = changed_data(json.load(stream), current)
+        if changes:
+            raise RunDirError(f"{run_dir}: the data changed since the run started "
+                              f"({'; '.join(changes)}); resume it on the data it started on "
+                              "(see its run_config.yaml and data_files.json), or start a new "
+                              "run (hydra.run.dir=...)")
+        return
+    if write:
+        aside = f"{path}.{os.getpid()}"
+        with open(aside, "w") as stream:
+            json.dump(current, stream, indent=1)
+        os.replace(aside, path)
 
 
 def new_run_dir(name: str) -> str:

@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from helpers.runs import final_weights, scalars, tiny_config, train_tiny
+from meshseg.errors import RunDirError
 from meshseg.train.summary import RunSummary
 
 
@@ -81,3 +82,47 @@ def test_a_resumed_run_sees_the_batches_of_an_uninterrupted_one(tiny_dataset, tm
     summary = RunSummary.load(tmp_path / "resumed")  # the whole run, both processes
     assert len(times) + summary.num_compilations == 5  # each step timed or compiled, once
     assert summary.median_step_time_ms == pytest.approx(np.median(times))
+
+
+def copy_dataset(dataset: dict, folder: Path) -> dict:
+    """The shards of `dataset` copied into `folder` (so a test can change them)."""
+    folder.mkdir()
+    copies = {split: folder / Path(dataset[split]).name for split in ("train", "test")}
+    for split, copy in copies.items():
+        copy.write_bytes(Path(dataset[split]).read_bytes())
+    return {**dataset, **{split: str(copy) for split, copy in copies.items()}}
+
+
+def shuffled_records(path: Path) -> None:
+    """Rewrites the shard at `path` with its records in reverse order (same meshes, other
+    stream)."""
+    records = list(tf.data.TFRecordDataset(str(path)).as_numpy_iterator())
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for record in reversed(records):
+            writer.write(record)
+
+
+@pytest.mark.parametrize("change, named", [
+    # The examples: a reconverted train shard (records in another order), and a neighbour,
+    # a test split that gained a shard (a glob that now matches more files).
+    ("reordered_train", "train: {train} changed"),
+    ("extra_test_shard", "test: {extra} is new"),
+])
+def test_a_resume_on_changed_data_is_refused_naming_the_shard(tiny_dataset, tmp_path,
+                                                               change, named):
+    data = copy_dataset(tiny_dataset, tmp_path / "data")
+    extra = tmp_path / "data" / "test-extra.tfrecords"
+    overrides = (f"data.test_files={tmp_path / 'data' / 'test*.tfrecords'}",
+                 "checkpoint.every=1")
+    run_dir = tmp_path / "run"
+    train_tiny(tiny_config(data, "steps=2", *overrides), run_dir)
+    recorded = (run_dir / "data_files.json").read_bytes()
+    if change == "reordered_train":
+        shuffled_records(Path(data["train"]))
+    else:
+        extra.write_bytes(Path(data["test"]).read_bytes())
+    with pytest.raises(RunDirError, match="the data changed since the run started") as error:
+        train_tiny(tiny_config(data, "steps=4", *overrides), run_dir)
+    assert named.format(train=data["train"], extra=extra) in str(error.value)
+    assert (run_dir / "data_files.json").read_bytes() == recorded
+    assert RunSummary.load(run_dir).steps == 2  # the run is as it was: it resumes on its data
