@@ -1,6 +1,7 @@
 """Run directories: a fresh run claims an empty one; a second run in it must be the same
 run (then it resumes); another run's outputs are never mixed with or overwritten. Runs
-started at once under the default, timestamped name each claim their own directory."""
+started at once under the default, timestamped name each claim their own directory, and
+so do sweeps."""
 
 import hashlib
 import json
@@ -12,7 +13,7 @@ from typing import List
 
 import google_crc32c
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from meshseg.config import TrainConfig, check_data_paths, check_overrides, checked_config
 from meshseg.errors import ConfigError, MeshsegError, RunDirError
@@ -23,6 +24,7 @@ SUMMARY_FILE = "summary.json"  # its results (`meshseg.train.summary.RunSummary`
 MODEL_FILE = "model.keras"  # the trained model
 CHECKPOINT_DIR = "checkpoints"  # `meshseg.train.checkpoints.TrainingCheckpoint`
 DATA_FILES = "data_files.json"  # the shards it started on (`record_or_check_data`)
+MULTIRUN_FILE = "multirun.yaml"  # Hydra's record of a sweep, in its directory
 OUTPUTS = (CHECKPOINT_DIR, "train", "eval", SUMMARY_FILE, MODEL_FILE)
 # Settings a resumed run may change: how long it trains, how often it evaluates, what
 # it resumes, whether it profiles (and runs recorded before `profile` existed resume).
@@ -221,10 +223,52 @@ def default_run_dir(config: DictConfig) -> str:
     return OmegaConf.create({"dir": NOW.sub(f"job-{job_id()}", template)}, parent=config).dir
 
 
-def run_dir_given(config: DictConfig) -> bool:
-    """Whether `hydra.run.dir` is set on the command line (a sweep sets it for each job)."""
-    return any(override.lstrip("+").split("=", 1)[0] == "hydra.run.dir"
+def run_dir_given(config: DictConfig, key: str = "hydra.run.dir") -> bool:
+    """Whether `key` (`hydra.run.dir`, or `hydra.sweep.dir`) is set on the command line (a
+    sweep sets `hydra.run.dir` for each job)."""
+    return any(override.lstrip("+").split("=", 1)[0] == key
                for override in config.hydra.overrides.hydra)
+
+
+def claim_sweep_dir(config: DictConfig) -> str:
+    """Makes a new sweep directory this multirun's own before Hydra writes into it, and
+    returns its path (`config`: Hydra's config, changed in place).
+
+    The default, timestamped name becomes `new_run_dir` of it, so sweeps started in the same
+    second each get their own, and the choice is passed on as a `hydra.sweep.dir` override,
+    from which Hydra composes every job's config (and so its run directory). A directory
+    given with `hydra.sweep.dir` is claimed by creating its `multirun.yaml` exclusively,
+    which Hydra then writes in full.
+
+    Raises:
+      RunDirError: if the given directory is not empty (another sweep's or run's files, which
+        are left exactly as they were), or another sweep claims it at the same moment.
+      OSError: if the directory cannot be created.
+    """
+    if run_dir_given(config, "hydra.sweep.dir"):
+        sweep_dir = str(config.hydra.sweep.dir)
+        os.makedirs(sweep_dir, exist_ok=True)
+        held = sorted(os.listdir(sweep_dir))
+        if not held:
+            try:
+                os.close(os.open(os.path.join(sweep_dir, MULTIRUN_FILE),
+                                 os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                return sweep_dir
+            except FileExistsError:
+                held = [MULTIRUN_FILE]
+        raise RunDirError(f"hydra.sweep.dir={sweep_dir} is not empty (it holds "
+                          f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}); give a "
+                          "new directory, or leave hydra.sweep.dir out for a new dated one")
+    sweep_dir = new_run_dir(str(config.hydra.sweep.dir))
+    with read_write(config.hydra), open_dict(config.hydra):
+        config.hydra.sweep.dir = sweep_dir
+        config.hydra.overrides.hydra.append(f"hydra.sweep.dir={_quoted(sweep_dir)}")
+    return sweep_dir
+
+
+def _quoted(value: str) -> str:
+    """`value` as a quoted string of Hydra's override grammar."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 class RunDirCheck(Callback):
@@ -232,7 +276,8 @@ class RunDirCheck(Callback):
     directory before Hydra writes `.hydra/` and its log into it, so a mistake leaves no
     directory behind. The default name becomes `default_run_dir`; a given one is kept, and
     refused if it holds another run, so that run's files stay exactly as they were; with
-    `resume=<run dir>` the run directory is the resumed one (its log continues there)."""
+    `resume=<run dir>` the run directory is the resumed one (its log continues there). A
+    sweep claims its directory first (`claim_sweep_dir`), then each job its own."""
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         task = OmegaConf.masked_copy(config, [key for key in config if key != "hydra"])
@@ -249,5 +294,16 @@ class RunDirCheck(Callback):
             else:
                 check_run_dir(config.hydra.run.dir, task)
         except MeshsegError as error:
-            print(f"error: {error}", file=sys.stderr)
-            sys.exit(error.exit_code)
+            _refuse(error)
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        try:
+            claim_sweep_dir(config)
+        except MeshsegError as error:
+            _refuse(error)
+
+
+def _refuse(error: MeshsegError) -> None:
+    """Ends the process with `error` in one line and its exit status."""
+    print(f"error: {error}", file=sys.stderr)
+    sys.exit(error.exit_code)

@@ -1,5 +1,6 @@
-"""Run directories: each run claims its own before Hydra writes into it, even when runs start
-in the same second; a directory given with hydra.run.dir keeps its name."""
+"""Run and sweep directories: each run or sweep claims its own before Hydra writes into it,
+even when they start in the same second; a directory given with hydra.run.dir keeps its name,
+and a given hydra.sweep.dir that is not empty is refused without a change to it."""
 
 import copy
 import json
@@ -8,24 +9,28 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 from helpers.runs import CONFIG_DIR, PROJECT, communicate_all, default_dir_train_command
-from meshseg.train.rundir import RunDirCheck, claim_run_dir, new_run_dir
+from meshseg.errors import RunDirError
+from meshseg.train.rundir import RunDirCheck, claim_run_dir, claim_sweep_dir, new_run_dir
+from meshseg.train.summary import RunSummary
 
-# `python -c TOGETHER <barrier dir> <runs> train.py <overrides>`: train.py, whose run-directory
-# callback first waits until all <runs> processes have reached it; so runs launched together
-# read the clock (the default run dir's name) and claim their directory at the same moment.
+# `python -c TOGETHER <barrier dir> <runs> <hook> train.py <overrides>`: train.py, whose
+# run-directory callback's <hook> (on_run_start, or on_multirun_start for a sweep) first waits
+# until all <runs> processes have reached it; so runs launched together read the clock (the
+# default directory's name) and claim their directory at the same moment.
 TOGETHER = """\
 import os, runpy, sys, time
 from meshseg.train.rundir import RunDirCheck
-barrier, runs = sys.argv.pop(1), int(sys.argv.pop(1))
-claim = RunDirCheck.on_run_start
-def on_run_start(self, config, **kwargs):
+barrier, runs, hook = sys.argv.pop(1), int(sys.argv.pop(1)), sys.argv.pop(1)
+claim = getattr(RunDirCheck, hook)
+def together(self, config, **kwargs):
     open(os.path.join(barrier, str(os.getpid())), "w").close()
     while len(os.listdir(barrier)) < runs:
         time.sleep(0.001)
     claim(self, config, **kwargs)
-RunDirCheck.on_run_start = on_run_start
+setattr(RunDirCheck, hook, together)
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
@@ -116,7 +121,8 @@ def test_two_runs_started_together_each_train_in_their_own_directory(tiny_datase
     (tmp_path / "barrier").mkdir()
     commands = [default_dir_train_command(tiny_dataset, "steps=2", f"seed={seed}")
                 for seed in (0, 1)]
-    runs = [subprocess.Popen([python, "-c", TOGETHER, str(tmp_path / "barrier"), "2", *args],
+    runs = [subprocess.Popen([python, "-c", TOGETHER, str(tmp_path / "barrier"), "2",
+                              "on_run_start", *args],
                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
             for python, *args in commands]
@@ -135,3 +141,84 @@ def test_two_runs_started_together_each_train_in_their_own_directory(tiny_datase
         assert f"run directory: {run_dir}\n" in log, log
         seed_of[run_dir.name] = seeds[0]
     assert sorted(seed_of.values()) == [0, 1]
+
+
+def test_sweeps_started_in_the_same_second_each_claim_their_own_directory(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = hydra_config("seed=0")
+    config.hydra.sweep.dir = config.hydra.sweep.dir  # the timestamp both sweeps resolve
+    default = config.hydra.sweep.dir
+    configs = [copy.deepcopy(config) for _ in range(2)]
+    assert [claim_sweep_dir(c) for c in configs] == [default, f"{default}-1"]
+    for claimed, c in zip([default, f"{default}-1"], configs):
+        assert c.hydra.sweep.dir == claimed  # where the sweeper writes multirun.yaml
+        # every job's config is composed from these overrides: its run dir is inside
+        assert list(c.hydra.overrides.hydra)[-1] == f"hydra.sweep.dir='{claimed}'"
+        assert not any((tmp_path / claimed).iterdir())
+
+
+def test_a_given_sweep_dir_is_claimed_once_and_one_that_is_not_empty_is_left_as_it_was(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    given = tmp_path / "sweep"
+    config = hydra_config("seed=0", f"hydra.sweep.dir={given}")
+    assert claim_sweep_dir(copy.deepcopy(config)) == str(given)
+    assert [p.name for p in given.iterdir()] == ["multirun.yaml"]
+    with pytest.raises(RunDirError, match="hydra.sweep.dir=.*sweep is not empty .*multirun.yaml"):
+        claim_sweep_dir(copy.deepcopy(config))
+    # the neighbour: a folder that holds a run, not a sweep
+    claim_run_dir(str(tmp_path / "run" / "0_job"), hydra_config("seed=0", with_hydra=False))
+    with pytest.raises(SystemExit) as exit_info:
+        RunDirCheck().on_multirun_start(
+            config=hydra_config("seed=0", f"hydra.sweep.dir={tmp_path / 'run'}"))
+    assert exit_info.value.code == 2
+    assert [p.name for p in (tmp_path / "run").rglob("*")] == ["0_job", "run_config.yaml"]
+
+
+def tree_bytes(root) -> dict:
+    """{relative path: bytes} of every file under `root`."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.slow
+def test_two_sweeps_started_together_each_train_in_their_own_and_a_reused_dir_is_refused(
+        tiny_dataset, tmp_path):
+    (tmp_path / "barrier").mkdir()
+    rates = ("0.001", "0.003")
+    commands = [default_dir_train_command(tiny_dataset, "steps=2", f"optimizer.learning_rate={rate}")
+                for rate in rates]
+    sweeps = [subprocess.Popen([python, "-c", TOGETHER, str(tmp_path / "barrier"), "2",
+                                "on_multirun_start", args[0], "-m", *args[1:]],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+              for python, *args in commands]
+    outputs = communicate_all(sweeps, timeout=300)
+    assert [sweep.returncode for sweep in sweeps] == [0, 0], [out[-3000:] for out in outputs]
+
+    sweep_dirs = sorted((tmp_path / "multirun").iterdir())
+    assert len(sweep_dirs) == 2 and sweep_dirs[1].name == f"{sweep_dirs[0].name}-1"
+    rate_of = []
+    for sweep_dir in sweep_dirs:
+        [job_dir] = [p for p in sweep_dir.iterdir() if p.is_dir()]
+        overrides = (job_dir / ".hydra" / "overrides.yaml").read_text()
+        [rate] = [rate for rate in rates if f"learning_rate={rate}" in overrides]
+        run_config = OmegaConf.load(job_dir / "run_config.yaml")
+        assert run_config.optimizer.learning_rate == float(rate)
+        log = (job_dir / "train.log").read_text()
+        assert [r for r in rates if f"learning_rate={r}" in log] == [rate], log
+        assert RunSummary.load(job_dir).steps == 2
+        rate_of.append(rate)
+    assert sorted(rate_of) == list(rates)
+
+    before = tree_bytes(sweep_dirs[0])
+    held = sorted(p.name for p in sweep_dirs[0].iterdir())
+    reuse = subprocess.run([*commands[0][:2], "-m", *commands[0][2:],
+                            f"hydra.sweep.dir={sweep_dirs[0]}"],
+                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert reuse.returncode == 2
+    assert reuse.stderr.strip().splitlines() == [
+        f"error: hydra.sweep.dir={sweep_dirs[0]} is not empty (it holds "
+        f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}); give a new "
+        "directory, or leave hydra.sweep.dir out for a new dated one"]
+    assert tree_bytes(sweep_dirs[0]) == before
