@@ -166,7 +166,12 @@ class DataConfig:
     overlap: str = "warn"  # a mesh in both splits or twice in one: warn | refuse
     # Under jit=true batches are padded to per-bucket shapes; the step compiles once per bucket.
     bucket_boundaries: Optional[List[int]] = None  # vertex-count upper bounds; null: automatic
-    num_buckets: int = 1  # automatic boundaries: this many vertex-count quantiles
+    num_buckets: int = 1  # automatic boundaries: this many vertex-count quantiles, then
+    # split while a bucket's padding is above max_padding of its vertices (beyond the
+    # rounding to pad_multiple), so a few far larger meshes get their own bucket, up to
+    # max_buckets buckets; a bucket still above max_padding is logged as a warning.
+    max_padding: float = 0.5
+    max_buckets: int = 8
     pad_multiple: int = 256  # bucket vertex/edge counts are rounded up to this
     augment: AugmentConfig = field(default_factory=AugmentConfig)
 
@@ -307,7 +312,7 @@ class TrainConfig:
 COUNTS = ("steps", "eval_every", "checkpoint.every", "checkpoint.keep", "data.num_classes",
           "data.train_shards", "data.test_shards", "data.validation_shards",
           "data.convert_workers", "data.batch_size",
-          "data.shuffle_buffer", "data.num_buckets", "data.pad_multiple",
+          "data.shuffle_buffer", "data.num_buckets", "data.max_buckets", "data.pad_multiple",
           "data.bucket_boundaries", "model.num_weight_matrices", "model.input_channels",
           "model.conv_channels", "model.hidden_channels", "impl.timing_steps",
           "optimizer.decay_steps", "strategy.cpu_devices", "model.convs_per_level",
@@ -381,6 +386,12 @@ def check(config: TrainConfig) -> None:
     if boundaries is not None and list(boundaries) != sorted(set(boundaries)):
         raise ConfigError(f"data.bucket_boundaries must be strictly increasing, "
                           f"got {list(boundaries)}")
+    if not 0 <= config.data.max_padding <= 1:
+        raise ConfigError(f"data.max_padding must be a fraction in [0, 1], "
+                          f"got {config.data.max_padding}")
+    if config.data.num_buckets > config.data.max_buckets:
+        raise ConfigError(f"data.num_buckets={config.data.num_buckets} is more than "
+                          f"data.max_buckets={config.data.max_buckets}; raise data.max_buckets")
     for key in POSITIVE:
         if not 0 < _value(config, key) < math.inf:
             raise ConfigError(f"{key} must be a finite number > 0, got {_value(config, key)}")

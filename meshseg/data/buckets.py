@@ -5,9 +5,11 @@ and overflow rows (`meshseg.batch.NeighborTable`). Each mesh goes to the first
 bucket (smallest V first) that it fits in all four sizes, and batches are formed
 within a bucket and padded to exactly its shape. Bucket shapes come from
 `data.bucket_boundaries` (vertex-count upper bounds) or, when that is null, from
-`data.num_buckets` quantiles of the vertex counts (`auto_boundaries`); E, K and O
-of each bucket are the largest of the meshes that fall in it, E and O rounded up
-(`bucket_shapes`).
+`data.num_buckets` quantiles of the vertex counts (`auto_boundaries`), whose buckets are
+then split while one pads more than `data.max_padding` of its vertices, up to
+`data.max_buckets` (`split_outlier_buckets`: a far larger mesh gets a bucket of its own
+instead of padding every batch to its size); E, K and O of each bucket are the largest of
+the meshes that fall in it, E and O rounded up (`bucket_shapes`).
 
 With a mesh hierarchy (`data.levels` = L), a bucket's shape continues with (V_l, E_l, K_l,
 O_l) for each coarser level l = 1..L: the largest of the bucket's meshes, V_l and E_l
@@ -53,6 +55,72 @@ def auto_boundaries(vertex_counts: np.ndarray, num_buckets: int, multiple: int) 
         raise ValueError(f"num_buckets must be >= 1, got {num_buckets}")
     quantiles = np.quantile(counts, np.arange(1, num_buckets + 1) / num_buckets, method="inverted_cdf")
     return sorted({round_up(q, multiple) for q in quantiles})
+
+
+def _bucket_index(rounded: np.ndarray, limits: list[int]) -> np.ndarray:
+    """int [N]: the bucket (first limit >= the count) of each rounded vertex count."""
+    return np.searchsorted(np.asarray(limits), rounded, side="left")
+
+
+def padding_fractions(vertex_counts: np.ndarray, limits: list[int], multiple: int
+                      ) -> list[float]:
+    """Per bucket, the fraction of its padded vertices that is padding beyond what rounding
+    to `multiple` costs anyway: 1 - sum(round_up(V_i)) / (n * V_bucket) over its n meshes
+    (0 for a bucket no mesh falls in). A bucket at 0.5 does twice the vertex work its
+    meshes need.
+
+    Args:
+      vertex_counts: int [N] vertex count of each mesh.
+      limits: increasing bucket vertex counts V_bucket (the V of `bucket_shapes`), the last
+        >= max(vertex_counts).
+      multiple: the rounding of vertex counts (`data.pad_multiple`).
+    """
+    rounded = np.asarray([round_up(v, multiple) for v in vertex_counts], np.int64)
+    bucket = _bucket_index(rounded, limits)
+    fractions = []
+    for index, limit in enumerate(limits):
+        inside = rounded[bucket == index]
+        fractions.append(float(1 - inside.sum() / (inside.size * limit)) if inside.size else 0.0)
+    return fractions
+
+
+def split_outlier_buckets(vertex_counts: np.ndarray, boundaries: list[int], multiple: int,
+                          max_padding: float, max_buckets: int) -> list[int]:
+    """Boundaries with buckets split until none pads more than `max_padding`, so that no
+    batch pays for a few far larger meshes: those get a bucket of their own.
+
+    While there are fewer than `max_buckets` buckets, the bucket with the most padded
+    vertices among those above `max_padding` (`padding_fractions`) is split in two at the
+    vertex count that leaves the fewest padded vertices (n_low * V_low + n_high * V_high
+    least). Boundaries whose buckets are within `max_padding` come back unchanged.
+
+    Args:
+      vertex_counts: int [N] vertex count of each mesh, N >= 1.
+      boundaries: increasing boundaries as from `auto_boundaries` (the last >= every count).
+      multiple: the rounding of vertex counts (`data.pad_multiple`).
+      max_padding: the largest padding fraction wanted, in [0, 1].
+      max_buckets: the most buckets (compilations per step function) to end with.
+
+    Returns:
+      Increasing boundaries, each a rounded vertex count.
+    """
+    rounded = np.sort([round_up(v, multiple) for v in vertex_counts]).astype(np.int64)
+    limits = [int(b) for b in boundaries]
+    while len(limits) < max_buckets:
+        best = None  # (padded vertices, new boundary)
+        for index, fraction in enumerate(padding_fractions(rounded, limits, 1)):
+            inside = rounded[_bucket_index(rounded, limits) == index]
+            cuts = np.flatnonzero(inside[1:] > inside[:-1]) + 1  # split before position j
+            if fraction <= max_padding or not cuts.size:
+                continue
+            excess = inside.size * limits[index] - inside.sum()
+            cost = cuts * inside[cuts - 1] + (inside.size - cuts) * limits[index]
+            if best is None or excess > best[0]:
+                best = (excess, int(inside[cuts[np.argmin(cost)] - 1]))
+        if best is None:
+            break
+        limits = sorted(limits + [best[1]])
+    return limits
 
 
 def bucket_shapes(sizes: np.ndarray, boundaries: list[int], multiple: int) -> list[tuple]:

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from meshseg.config import DataConfig, check_data_paths
-from meshseg.data.buckets import auto_boundaries, bucket_shapes
+from meshseg.data.buckets import (auto_boundaries, bucket_shapes, padding_fractions,
+                                  split_outlier_buckets)
 from meshseg.data.manifest import leftover_files, manifest_sizes, unlisted_shards
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import make_dataset, read_meshes
@@ -121,12 +122,30 @@ def split_sizes(files: list[str], num_classes: int, skip_bad_records: bool = Fal
 
 def choose_bucket_shapes(sizes: np.ndarray, data: DataConfig) -> tuple[list[int], list[tuple]]:
     """(boundaries, shapes): `data.bucket_boundaries`, or `data.num_buckets` quantiles
-    of the vertex counts, each rounded up to `data.pad_multiple`."""
+    of the vertex counts, each rounded up to `data.pad_multiple`, split while a bucket pads
+    more than `data.max_padding` (`split_outlier_buckets`). Logs the split, and a warning
+    for each bucket that still pads more than `data.max_padding`."""
     if data.bucket_boundaries:
         boundaries = [int(b) for b in data.bucket_boundaries]
     else:
-        boundaries = auto_boundaries(sizes[:, 0], data.num_buckets, data.pad_multiple)
-    return boundaries, bucket_shapes(sizes, boundaries, data.pad_multiple)
+        quantiles = auto_boundaries(sizes[:, 0], data.num_buckets, data.pad_multiple)
+        boundaries = split_outlier_buckets(sizes[:, 0], quantiles, data.pad_multiple,
+                                           data.max_padding, data.max_buckets)
+        if len(boundaries) > len(quantiles):
+            log.info("jit: %d vertex-count quantile bucket(s) split into %d, so that none pads "
+                     "more than data.max_padding=%g of its vertices: boundaries %s",
+                     len(quantiles), len(boundaries), data.max_padding, boundaries)
+    shapes = bucket_shapes(sizes, boundaries, data.pad_multiple)
+    limits = [shape[0] for shape in shapes]
+    for limit, fraction in zip(limits, padding_fractions(sizes[:, 0], limits,
+                                                         data.pad_multiple)):
+        if fraction > data.max_padding:
+            log.warning("jit: the bucket of %d vertices is %.0f%% padding (above "
+                        "data.max_padding=%g), so its steps do %.1fx the work of its meshes; "
+                        "%s", limit, 100 * fraction, data.max_padding, 1 / (1 - fraction),
+                        "set data.bucket_boundaries to split it" if data.bucket_boundaries
+                        else f"raise data.max_buckets (now {data.max_buckets}) to split it")
+    return boundaries, shapes
 
 
 def log_table_layout(sizes: np.ndarray) -> None:

@@ -34,10 +34,15 @@ _READ_CHUNK = 1 << 24  # bytes read at once for a shard's checksum
 
 
 def differing_settings(previous: DictConfig, current: DictConfig) -> List[str]:
-    """Dotted keys whose values differ between two configs (ignoring RESUMABLE_CHANGES)."""
+    """Dotted keys whose values differ between two configs (ignoring RESUMABLE_CHANGES).
+
+    A setting that `previous` (recorded by an older meshseg) lacks is no difference while
+    `current` has it at its `TrainConfig` default, which is what the older run used."""
     flat = [{k: v for k, v in _flatten(OmegaConf.to_container(c, resolve=True)).items()
              if k.split(".")[0] not in RESUMABLE_CHANGES} for c in (previous, current)]
-    return sorted(k for k in flat[0].keys() | flat[1].keys() if flat[0].get(k) != flat[1].get(k))
+    defaults = _flatten(OmegaConf.to_container(OmegaConf.structured(TrainConfig)))
+    return sorted(k for k in flat[0].keys() | flat[1].keys() if flat[0].get(k) != flat[1].get(k)
+                  and not (k not in flat[0] and k in defaults and defaults[k] == flat[1][k]))
 
 
 def _flatten(tree, prefix=""):

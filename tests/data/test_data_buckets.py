@@ -5,7 +5,8 @@ import pytest
 import tensorflow as tf
 import trimesh
 
-from meshseg.data.buckets import auto_boundaries, bucket_shapes
+from meshseg.data.buckets import (auto_boundaries, bucket_shapes, padding_fractions,
+                                  split_outlier_buckets)
 from meshseg.batch import without_mesh_ids
 from meshseg.data.pipeline import make_dataset
 from meshseg.data.records import mesh_to_example
@@ -29,6 +30,41 @@ def test_bucket_shapes_take_each_buckets_largest_edges_width_and_overflow_rows()
 def test_bucket_boundaries_must_increase():
     with pytest.raises(ValueError, match="strictly increasing"):
         bucket_shapes(np.array([[10, 50, 5, 0]]), [32, 16], multiple=1)
+
+
+def test_padding_fraction_counts_only_padding_beyond_the_rounding():
+    assert padding_fractions([100, 200, 2000], [256, 2048], multiple=256) == [0.0, 0.0]
+    assert padding_fractions([100, 2000], [2048], multiple=256) == pytest.approx(
+        [1 - (256 + 2048) / (2 * 2048)])
+    assert padding_fractions([100], [256, 512], multiple=256) == [0.0, 0.0]
+
+
+def test_one_far_larger_mesh_gets_its_own_bucket_instead_of_padding_every_batch():
+    """Round three's case: under one automatic bucket, 15 meshes of ~300 vertices and one
+    of 20000 were all padded to 20224 (a 67x slower step); the outlier now has a bucket of
+    its own and the others' batches are padded to 512."""
+    counts = [300 + 7 * i for i in range(15)] + [20000]
+    quantiles = auto_boundaries(counts, 1, multiple=256)
+    assert quantiles == [20224]
+    assert split_outlier_buckets(counts, quantiles, 256, max_padding=0.5,
+                                 max_buckets=8) == [512, 20224]
+
+
+def test_several_outliers_are_split_off_until_no_bucket_pads_more_than_the_limit():
+    counts = [100] * 20 + [1000, 1100] + [9000]
+    boundaries = split_outlier_buckets(counts, [9216], 256, max_padding=0.5, max_buckets=8)
+    assert boundaries[0] == 256 and boundaries[-1] == 9216
+    assert max(padding_fractions(counts, boundaries, 256)) <= 0.5
+    assert split_outlier_buckets(counts, [9216], 256, max_padding=0.0,
+                                 max_buckets=8) == [256, 1024, 1280, 9216]
+
+
+def test_buckets_within_the_limit_and_the_bucket_cap_are_kept():
+    rna_like = [681] + list(range(14000, 18700, 50))  # one small mesh pads nothing extra
+    assert split_outlier_buckets(rna_like, [18944], 256, 0.5, 8) == [18944]
+    counts = [100] * 20 + [1000] + [9000]
+    assert split_outlier_buckets(counts, [9216], 256, 0.5, max_buckets=1) == [9216]
+    assert split_outlier_buckets(counts, [9216], 256, max_padding=1.0, max_buckets=8) == [9216]
 
 
 @pytest.fixture

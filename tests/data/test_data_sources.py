@@ -86,6 +86,56 @@ def test_automatic_boundaries_use_num_buckets_quantiles(tmp_path):
     assert info.bucket_boundaries == [64, 192, 704]
 
 
+def _converted(tmp_path, subdivisions: dict) -> dict:
+    """Converted train/test shards of icospheres of the given subdivisions per split."""
+    paths = {}
+    for split, levels in subdivisions.items():
+        meshes, labels = [], []
+        for index, level in enumerate(levels):
+            sphere = trimesh.creation.icosphere(subdivisions=level)
+            meshes.append(tmp_path / f"{split}{index}.ply")
+            sphere.export(meshes[-1])
+            labels.append(tmp_path / f"{split}{index}.npy")
+            np.save(labels[-1], (np.asarray(sphere.vertices)[:, 0] > 0).astype(np.int64))
+        convert_split(meshes, labels, tmp_path / "out" / split, num_shards=1, num_classes=2,
+                      adjacency="edges")
+        paths[split] = str(tmp_path / "out" / f"{split}-*")
+    return paths
+
+
+def test_under_jit_one_far_larger_mesh_runs_in_its_own_bucket_and_the_rest_stay_small(
+        tmp_path, caplog):
+    """Round three's outlier: with one automatic bucket every batch was padded to the one
+    2562-vertex mesh (40x the others); now the 42-vertex meshes' batches are padded to 64."""
+    paths = _converted(tmp_path, {"train": [1, 1, 1, 1, 1, 4], "test": [1, 1]})
+    cfg = _tfrecords_config(paths["train"], paths["test"], 2, "data.pad_multiple=64")
+    with caplog.at_level("INFO", logger="meshseg.data.sources"):
+        train_ds, test_ds, info = build_datasets(cfg, seed=0, jit=True)
+    assert info.bucket_boundaries == [64, 2624]
+    assert "1 vertex-count quantile bucket(s) split into 2" in caplog.text
+    assert "padding (above" not in caplog.text
+    widths = [f["vertices"].shape[1] for f, _ in list(train_ds.take(6)) + list(test_ds)]
+    assert set(widths) <= {64, 2624} and widths.count(64) >= 4
+
+
+def test_under_jit_buckets_that_pad_more_than_max_padding_are_logged(tmp_path, caplog):
+    paths = _converted(tmp_path, {"train": [1, 1, 1, 4], "test": [1]})
+    cfg = _tfrecords_config(paths["train"], paths["test"], 2, "data.pad_multiple=64",
+                            "data.bucket_boundaries=[2624]")
+    with caplog.at_level("INFO", logger="meshseg.data.sources"):
+        _, _, info = build_datasets(cfg, seed=0, jit=True)
+    assert info.bucket_boundaries == [2624]
+    assert ("the bucket of 2624 vertices is 78% padding (above data.max_padding=0.5), so its "
+            "steps do 4.6x the work of its meshes; set data.bucket_boundaries") in caplog.text
+    cfg = _tfrecords_config(paths["train"], paths["test"], 2, "data.pad_multiple=64",
+                            "data.max_buckets=1")
+    caplog.clear()
+    with caplog.at_level("INFO", logger="meshseg.data.sources"):
+        _, _, info = build_datasets(cfg, seed=0, jit=True)
+    assert info.bucket_boundaries == [2624]
+    assert "78% padding" in caplog.text and "raise data.max_buckets (now 1)" in caplog.text
+
+
 def test_human_parts_experiment_composes_with_8_classes_and_24_by_override():
     cfg = _config("experiment=human_parts")
     assert (cfg.data.name, cfg.data.num_classes, cfg.jit) == ("human_parts", 8, True)

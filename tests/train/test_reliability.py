@@ -12,12 +12,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
 
 from helpers.records import non_finite_tetrahedron_record
 from helpers.runs import (PROJECT, final_weights, scalars, tiny_config, train_command,
                           train_py, train_tiny)
 from meshseg.config import INTEGER_RANGES, check_overrides, schema_keys
 from meshseg.errors import ConfigError, DataError, NonFiniteError, RunDirError
+from meshseg.train.rundir import RUN_CONFIG, check_run_dir
 from meshseg.train.summary import RunSummary
 
 
@@ -104,6 +106,16 @@ def test_a_directory_with_foreign_outputs_is_refused_untouched(tiny_dataset, tmp
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["events.out.tfevents.0", "train"]
 
 
+def test_a_run_recorded_before_a_setting_existed_resumes_at_its_default_only(tiny_dataset,
+                                                                            tmp_path):
+    recorded = OmegaConf.to_container(tiny_config(tiny_dataset), resolve=True)
+    del recorded["data"]["max_padding"], recorded["data"]["max_buckets"]  # added later
+    OmegaConf.save(OmegaConf.create(recorded), tmp_path / RUN_CONFIG)
+    assert check_run_dir(str(tmp_path), tiny_config(tiny_dataset))
+    with pytest.raises(RunDirError, match=r"different settings \(data.max_padding\)"):
+        check_run_dir(str(tmp_path), tiny_config(tiny_dataset, "data.max_padding=0.2"))
+
+
 @pytest.mark.parametrize("override, message", [
     ("steps=0", "steps must be >= 1"),
     ("data.shuffle_buffer=0", "data.shuffle_buffer must be >= 1, got 0"),
@@ -114,6 +126,10 @@ def test_a_directory_with_foreign_outputs_is_refused_untouched(tiny_dataset, tmp
     ("model.conv_channels=[8,0]", r"model.conv_channels .* >= 1, got \[8, 0\]"),
     ("data.bucket_boundaries=[300,200]",
      r"data.bucket_boundaries must be strictly increasing, got \[300, 200\]"),
+    ("data.max_padding=1.5", r"data.max_padding must be a fraction in \[0, 1\], got 1.5"),
+    ("data.max_padding=nan", r"data.max_padding must be a fraction in \[0, 1\], got nan"),
+    ("data.num_buckets=3 data.max_buckets=2",
+     "data.num_buckets=3 is more than data.max_buckets=2; raise data.max_buckets"),
     ("threads=-1", r"threads must be in \[0, 2147483647\], got -1"),
     ("inter_op_threads=-2", r"inter_op_threads must be in \[0, 2147483647\], got -2"),
     ("threads=2147483648", r"threads must be in \[0, 2147483647\], got 2147483648"),
