@@ -7,7 +7,8 @@ lengths taken from each element's first item, as trimesh assumes), and a binary 
 size against its triangle count (84 + 50 * count bytes). A file cut short, or holding
 more than it declares, is refused with both counts before trimesh reads it: trimesh would
 read what is there, and an OFF cut inside its vertex list would even have its face lines
-read as coordinates.
+read as coordinates. A binary PLY whose faces have different corner counts, which trimesh
+misreads as a count mismatch, is refused saying so.
 """
 
 import os
@@ -151,17 +152,74 @@ def _ply_binary_read(elements: list[PlyElement], data: bytes, endian: str) -> li
     return read
 
 
+def _ply_list_lengths(elements: list[PlyElement], data: bytes, endian: str
+                      ) -> dict[str, set[int]] | None:
+    """{element: the list lengths its items hold} of binary data read item by item, for
+    the elements with a list property; None unless the items fill the data exactly as
+    declared."""
+    lengths, offset = {}, 0
+    for element in elements:
+        for _ in range(element.count):
+            size = _ply_item_bytes(element, data, offset, endian)
+            if not size or offset + size > len(data):
+                return None
+            if any(isinstance(prop, tuple) for prop in element.properties):
+                first = next(p for p in element.properties if isinstance(p, tuple))
+                head = sum(np.dtype(p).itemsize for p in element.properties[
+                    :element.properties.index(first)])
+                lengths.setdefault(element.name, set()).add(int(np.frombuffer(
+                    data, np.dtype(endian + first[0]), 1, offset + head)[0]))
+            offset += size
+    return lengths if offset == len(data) else None
+
+
+def _uniform_lists(elements: list[PlyElement], data: bytes, endian: str) -> bool:
+    """Whether every item of each element of binary data has the list lengths of its first
+    item (which trimesh assumes), read at the strided places those lengths imply; True too
+    where the data end before an element's items (the count check reports that)."""
+    offset = 0
+    for element in elements:
+        size = _ply_item_bytes(element, data, offset, endian)
+        if not size or offset + element.count * size > len(data):
+            return True
+        head = 0
+        for prop in element.properties:
+            if not isinstance(prop, tuple):
+                head += np.dtype(prop).itemsize
+                continue
+            length_type = np.dtype(endian + prop[0])
+            lengths = np.ndarray((element.count,), length_type, data, offset + head, (size,))
+            if element.count and np.any(lengths != lengths[0]):
+                return False
+            head += length_type.itemsize + int(lengths[0]) * np.dtype(prop[1]).itemsize
+        offset += element.count * size
+    return True
+
+
 def _check_ply_counts(path: str | Path) -> None:
-    """Raises InvalidMeshError if a PLY file's data disagree with its element counts."""
+    """Raises InvalidMeshError if a PLY file's data disagree with its element counts, or
+    if it is binary with faces of different corner counts, which trimesh misreads (it
+    takes every item's list length from the first item)."""
     data = Path(path).read_bytes()
     header = _ply_header(data)
     if header is None:
         return
     file_format, elements, start = header
+    endian = ">" if "big" in file_format else "<"
     if file_format == "ascii":
         read = _ply_ascii_read(elements, data[start:])
     else:
-        read = _ply_binary_read(elements, data[start:], ">" if "big" in file_format else "<")
+        read = _ply_binary_read(elements, data[start:], endian)
+    declared = [e.count for e in elements]
+    if file_format != "ascii" and not _uniform_lists(elements, data[start:], endian):
+        varying = {name: found for name, found in (
+            _ply_list_lengths(elements, data[start:], endian) or {}).items() if len(found) > 1}
+        if varying:
+            name, found = next(iter(varying.items()))
+            raise InvalidMeshError(
+                f"binary PLY whose {name} lists have {min(found)} to {max(found)} entries "
+                "(faces of different corner counts), which trimesh cannot read; save the mesh "
+                "as ASCII PLY, OFF or OBJ")
     plural = {"vertex": "vertices"}
     _check_counts([(plural.get(e.name, e.name + "s"), e.count) for e in elements], read)
 

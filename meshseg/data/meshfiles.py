@@ -3,8 +3,11 @@
 Meshes (OBJ, OFF, PLY, STL, GLB/GLTF and anything else trimesh reads) are
 loaded with `trimesh.load(path, process=False)`, so the file's vertex list, in
 file order and with vertices no face uses, is the mesh's vertex list, and with it
-the vertex-to-label alignment is kept; polygons with more than three corners are
-triangulated by trimesh's loaders (a quad becomes two triangles, in face order).
+the vertex-to-label alignment is kept. Faces of more than three corners (OFF, PLY, OBJ)
+are triangulated by ear clipping (`meshseg.data.polygons`), not by trimesh's fans, which
+are wrong for non-convex polygons: each face in file order, its triangles together (a
+convex quad becomes (0, 1, 2), (2, 3, 0)); a self-intersecting polygon is refused naming
+the face.
 STL stores no shared vertices, so an STL mesh has three vertices per triangle and
 its 1-ring is the triangle itself.
 
@@ -27,13 +30,14 @@ a geometry is not a triangle mesh or is placed by more than one node.
 
 Labels come from a `.txt` file (one integer per line) or a `.npy` array.
 Per-vertex labels give one label per vertex. Per-face labels give one label per
-triangle as loaded (after trimesh's triangulation) and are turned into
+triangle as loaded (after the triangulation above) and are turned into
 per-vertex labels by majority vote of the faces incident to each vertex, ties
 going to the lowest class id (see `face_to_vertex_labels`).
 """
 
 import hashlib
 import io
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +47,7 @@ import trimesh
 from meshseg.data.adjacency import mesh_edges
 from meshseg.data.declared_counts import check_declared_counts
 from meshseg.data.derived import Derived, derive
+from meshseg.data.polygons import triangulate
 from meshseg.data.validate import (FaceCounts, InvalidMeshError, float32_positions,
                                    validate_geometry, validate_labels)
 
@@ -113,10 +118,11 @@ def _concatenate_scene(scene: trimesh.Scene) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(vertices), np.concatenate(faces)
 
 
-def _obj_geometry(path: str | Path) -> tuple[io.StringIO, int]:
+def _obj_geometry(path: str | Path) -> tuple[io.StringIO, int, list[np.ndarray]]:
     """An OBJ file reduced to its geometry: its `v` lines, and its `f` lines with every
-    corner reduced to the position index ("7/3/5" -> "7"); plus its number of `v` lines."""
-    lines, positions = [], 0
+    corner reduced to the position index ("7/3/5" -> "7"); plus its number of `v` lines and
+    its faces as 0-based position indices (negative ones count back from the last `v`)."""
+    lines, positions, polygons = [], 0, []
     with open(path, encoding="utf-8", errors="replace") as stream:
         for line in stream:
             fields = line.split()
@@ -126,23 +132,94 @@ def _obj_geometry(path: str | Path) -> tuple[io.StringIO, int]:
                 lines.append(line.rstrip("\n"))
                 positions += 1
             elif fields[0] == "f":
-                lines.append(" ".join(["f"] + [corner.split("/")[0] for corner in fields[1:]]))
-    return io.StringIO("\n".join(lines) + "\n"), positions
+                corners = [corner.split("/")[0] for corner in fields[1:]]
+                lines.append(" ".join(["f"] + corners))
+                try:
+                    indices = np.array([int(corner) for corner in corners], np.int64)
+                except ValueError as error:
+                    raise InvalidMeshError(f"face {len(polygons)} of the OBJ: {error}") from None
+                polygons.append(np.where(indices < 0, positions + indices, indices - 1))
+    return io.StringIO("\n".join(lines) + "\n"), positions, polygons
+
+
+def _read_off(path: str | Path) -> tuple[trimesh.Trimesh, list[np.ndarray]]:
+    """An OFF file (whose counts `check_declared_counts` checked) read as trimesh reads it
+    (comments removed, empty lines skipped, x y z the first three fields of a vertex line),
+    but keeping its faces as polygons: trimesh's reader fails on faces of different corner
+    counts. Returns (its vertices as a Trimesh without faces, its faces' corner indices).
+    Raises InvalidMeshError naming the line that is not a number."""
+    text = trimesh.util.comment_strip(trimesh.util.decode_text(Path(path).read_bytes()))
+    parts = re.split("(COFF|OFF)", text, maxsplit=1)
+    lines = [line for line in parts[-1].splitlines() if line.strip()]
+    try:
+        if len(parts) < 3 or not lines:
+            raise ValueError("no OFF keyword and count line")
+        num_vertices, num_faces = (int(count) for count in lines[0].split()[:2])
+        vertices = np.array([line.split()[:3] for line in lines[1:1 + num_vertices]],
+                            np.float64).reshape(-1, 3)
+        polygons = []
+        for line in lines[1 + num_vertices:1 + num_vertices + num_faces]:
+            fields = line.split()
+            polygons.append(np.array([int(i) for i in fields[1:1 + int(fields[0])]], np.int64))
+    except ValueError as error:
+        raise InvalidMeshError(f"cannot read the OFF file: {error}") from None
+    return trimesh.Trimesh(vertices=vertices, process=False), polygons
+
+
+def _ply_polygons(loaded: trimesh.Trimesh) -> list[np.ndarray] | None:
+    """The faces of a PLY file trimesh read, from the raw elements it keeps in
+    `metadata["_ply_raw"]` (ASCII: a dict of per-property arrays; binary: a structured
+    array); None when it has no face element."""
+    face = loaded.metadata.get("_ply_raw", {}).get("face")
+    if face is None:
+        return None
+    data = face["data"]
+    names = data.keys() if isinstance(data, dict) else data.dtype.names
+    name = next((n for n in ("vertex_indices", "vertex_index") if n in names), None)
+    if name is None:
+        return None
+    indices = data[name] if isinstance(data, dict) else data[name]["f1"]
+    if np.ndim(indices) == 2 and np.shape(indices)[1] == 3:
+        return None  # triangles only: trimesh's faces are the file's
+    return [np.asarray(polygon, np.int64) for polygon in indices]
 
 
 def _load(path: str | Path):
-    """`trimesh.load` without processing, keeping the file's vertex list (see the module
-    docstring for OBJ), after checking the counts the file declares. Raises
-    InvalidMeshError."""
+    """(`trimesh.load` without processing, keeping the file's vertex list (see the module
+    docstring for OBJ), after checking the counts the file declares; the file's faces as
+    polygons, or None when only trimesh's triangles are known). Raises InvalidMeshError."""
     check_declared_counts(path)
-    if Path(path).suffix.lower() != ".obj":
-        return trimesh.load(path, process=False)
-    geometry, positions = _obj_geometry(path)
+    suffix = Path(path).suffix.lower()
+    if suffix == ".off":
+        return _read_off(path)
+    if suffix != ".obj":
+        loaded = trimesh.load(path, process=False)
+        if not isinstance(loaded, trimesh.Trimesh):
+            return loaded, None
+        return loaded, _ply_polygons(loaded) if suffix == ".ply" else None
+    geometry, positions, polygons = _obj_geometry(path)
     loaded = trimesh.load(geometry, file_type="obj", process=False, maintain_order=True,
                           skip_materials=True)
     if isinstance(loaded, trimesh.Trimesh) and len(loaded.vertices) != positions:
         raise InvalidMeshError(f"{positions} `v` lines but {len(loaded.vertices)} vertices read")
-    return loaded
+    return loaded, polygons
+
+
+def _faces(vertices: np.ndarray, loaded_faces: np.ndarray,
+           polygons: list[np.ndarray] | None) -> np.ndarray:
+    """The mesh's triangles: the file's faces triangulated in file order
+    (`polygons.triangulate`), or trimesh's when the faces are not known (formats of
+    triangles only, a PLY of triangles only)."""
+    if polygons is None:
+        return np.asarray(loaded_faces, np.int64)
+    corners = np.concatenate(polygons) if polygons else np.zeros(0, np.int64)
+    outside = (corners < 0) | (corners >= len(vertices))
+    if outside.any():
+        face = int(np.searchsorted(np.cumsum([len(p) for p in polygons]),
+                                   np.flatnonzero(outside)[0], side="right"))
+        raise InvalidMeshError(f"face {face} indexes vertex {int(corners[outside][0])}, "
+                               f"outside [0, {len(vertices)})")
+    return triangulate(vertices, polygons)
 
 
 def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
@@ -158,7 +235,7 @@ def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         or it is a scene that cannot be concatenated.
     """
     try:
-        loaded = _load(path)
+        loaded, polygons = _load(path)
     except InvalidMeshError:
         raise
     except Exception as error:  # trimesh raises many types for unreadable files
@@ -167,7 +244,8 @@ def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         return _concatenate_scene(loaded)
     if not isinstance(loaded, trimesh.Trimesh):
         raise InvalidMeshError(f"file holds a {type(loaded).__name__}, not a triangle mesh")
-    return np.asarray(loaded.vertices, np.float64), np.asarray(loaded.faces, np.int64)
+    vertices = np.asarray(loaded.vertices, np.float64)
+    return vertices, _faces(vertices, loaded.faces, polygons)
 
 
 def load_label_file(path: str | Path) -> np.ndarray:

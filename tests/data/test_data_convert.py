@@ -164,7 +164,7 @@ def test_off_file_with_out_of_range_face_is_rejected_naming_the_file(tmp_path):
     mesh_path.write_text("OFF\n3 1 0\n0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n")
     label_path = tmp_path / "broken.txt"
     label_path.write_text("0\n0\n0\n")
-    with pytest.raises(DataError, match=r"broken\.off: cannot load mesh"):
+    with pytest.raises(DataError, match=r"broken\.off: face 0 indexes vertex 7, outside \[0, 3\)"):
         convert_split([mesh_path], [label_path], tmp_path / "out", num_shards=1, strict=True)
 
 

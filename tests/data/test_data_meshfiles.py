@@ -27,6 +27,129 @@ def test_polygons_are_triangulated_keeping_vertex_order(tmp_path, suffix, text):
     assert vertices.dtype == np.float64 and faces.dtype == np.int64
 
 
+# Round one's polygon: a pentagon whose corner 3 is reflex (its area is 2.5); trimesh fanned
+# it from corner 0, giving triangles outside it (3.5 in all) and no diagonal at corner 3.
+PENTAGON = [[0, 0, 0], [2, 0, 0], [2, 2, 0], [1, 0.5, 0], [0, 2, 0]]
+# Neighbours: a dart (a quad with reflex corner 1, which trimesh split 0-2, outside it), an
+# L-shaped hexagon, a pentagon with a straight corner (trimesh: a zero-area triangle).
+NON_CONVEX = {
+    "pentagon": (PENTAGON, 2.5),
+    "dart": ([[0, 0, 0], [1, 0.6, 0], [2, 0, 0], [1, 2, 0]], 1.4),
+    "l_shape": ([[0, 0, 0], [2, 0, 0], [2, 1, 0], [1, 1, 0], [1, 2, 0], [0, 2, 0]], 3.0),
+    "straight_corner": ([[0, 0, 0], [1, 0, 0], [2, 0, 0], [2, 2, 0], [1, 0.5, 0]], 1.5),
+}
+SIX_CORNERS = PENTAGON + [[3, 0, 0]]
+
+
+def _polygon_file(path, corners, faces) -> None:
+    """A mesh of `faces` (lists of corner indices) over `corners`, in the format of `path`'s
+    suffix: .off, .obj, .ply (ASCII) or .bply (binary little-endian PLY, named .ply)."""
+    vertices = np.asarray(corners, np.float32)
+    lines = "".join(f"{x} {y} {z}\n" for x, y, z in corners)
+    listed = "".join(f"{len(face)} " + " ".join(map(str, face)) + "\n" for face in faces)
+    if path.suffix == ".off":
+        path.write_text(f"OFF\n{len(corners)} {len(faces)} 0\n" + lines + listed)
+        return path
+    if path.suffix == ".obj":
+        path.write_text("".join(f"v {x} {y} {z}\n" for x, y, z in corners) + "".join(
+            "f " + " ".join(str(i + 1) for i in face) + "\n" for face in faces))
+        return path
+    binary = path.suffix == ".bply"
+    header = (f"ply\nformat {'binary_little_endian' if binary else 'ascii'} 1.0\n"
+              f"element vertex {len(corners)}\nproperty float x\nproperty float y\n"
+              f"property float z\nelement face {len(faces)}\n"
+              "property list uchar int vertex_indices\nend_header\n")
+    path = path.with_suffix(".ply")
+    if binary:
+        path.write_bytes(header.encode() + vertices.tobytes() + b"".join(
+            bytes([len(face)]) + np.asarray(face, "<i4").tobytes() for face in faces))
+    else:
+        path.write_text(header + lines + listed)
+    return path
+
+
+def _signed_areas(vertices, faces) -> np.ndarray:
+    """Each triangle's area, negative when it turns against the z axis (the way the
+    polygons here turn)."""
+    corners = np.asarray(vertices)[faces]
+    return 0.5 * np.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])[:, 2]
+
+
+POLYGON_FORMATS = [".off", ".obj", ".ply", ".bply"]
+
+
+@pytest.mark.parametrize("name", NON_CONVEX)
+@pytest.mark.parametrize("suffix", POLYGON_FORMATS)
+def test_non_convex_polygons_are_ear_clipped_inside_the_polygon(tmp_path, suffix, name):
+    """Expected: V - 2 triangles, each turning the polygon's way with an area > 0, together
+    exactly its area: the polygon is covered once and nothing outside it is."""
+    corners, area = NON_CONVEX[name]
+    path = _polygon_file(tmp_path / f"{name}{suffix}", corners, [list(range(len(corners)))])
+    vertices, faces = load_mesh(path)
+    np.testing.assert_allclose(vertices, corners)
+    areas = _signed_areas(vertices, faces)
+    assert faces.shape == (len(corners) - 2, 3)
+    assert np.all(areas > 1e-6), areas
+    assert areas.sum() == pytest.approx(area)
+
+
+def test_a_non_planar_polygon_is_cut_into_triangles_turning_one_way(tmp_path):
+    corners = (np.array(PENTAGON) + np.outer([1, -1, 1, 0, -1], [0, 0, 0.1])).tolist()
+    vertices, faces = load_mesh(_polygon_file(tmp_path / "bent.off", corners, [range(5)]))
+    assert faces.shape == (3, 3) and np.all(_signed_areas(vertices, faces) > 0)
+    assert _signed_areas(vertices, faces).sum() == pytest.approx(2.5)
+
+
+@pytest.mark.parametrize("suffix", [".off", ".obj", ".ply"])
+def test_faces_are_triangulated_in_file_order_each_polygons_triangles_together(tmp_path,
+                                                                               suffix):
+    """A triangle, the pentagon and a convex quad: 1 + 3 + 2 triangles in that order (trimesh
+    put triangles first, then quads, then polygons); the convex quad is cut as before."""
+    faces = [[1, 5, 2], [0, 1, 2, 3, 4], [0, 1, 5, 2]]
+    path = _polygon_file(tmp_path / f"mixed{suffix}", SIX_CORNERS, faces)
+    _, triangles = load_mesh(path)
+    assert triangles.shape == (6, 3)
+    assert triangles[0].tolist() == [1, 5, 2]
+    assert {frozenset(t) for t in triangles[1:4].tolist()} <= {frozenset(c) for c in (
+        (0, 1, 3), (1, 2, 3), (0, 3, 4))}
+    assert triangles[4:].tolist() == [[2, 0, 1], [1, 5, 2]]  # corner 1 of 0-1-5 is straight
+
+
+@pytest.mark.parametrize("suffix", POLYGON_FORMATS)
+def test_a_self_intersecting_polygon_is_refused_naming_the_face(tmp_path, suffix):
+    bowtie = [[0, 0, 0], [1, 1, 0], [1, 0, 0], [0, 1, 0]]
+    star = [[0, 0, 0], [2, 0, 0], [0, 1, 0], [2, 2, 0], [1, -1, 0]]  # drawn through itself
+    path = _polygon_file(tmp_path / f"bad{suffix}", bowtie, [[0, 1, 2, 3], [0, 1, 2, 3]])
+    with pytest.raises(InvalidMeshError, match=r"^face 0 \(4 corners\) is self-intersecting"):
+        load_mesh(path)
+    path = _polygon_file(tmp_path / f"star{suffix}", star, [[0, 1, 2, 3, 4]] * 2)
+    with pytest.raises(InvalidMeshError, match=r"^face 0 \(5 corners\) is self-intersecting "
+                                               r"\(its edges 0 and 3 cross\)"):
+        load_mesh(path)
+    if suffix != ".bply":  # a binary PLY's faces have one corner count (see below)
+        path = _polygon_file(tmp_path / f"third{suffix}", bowtie + star,
+                             [[0, 1, 2], [4, 5, 6], [4, 5, 6, 7, 8]])
+        with pytest.raises(InvalidMeshError, match=r"^face 2 \(5 corners\) is self-int"):
+            load_mesh(path)
+
+
+def test_a_binary_ply_with_faces_of_different_corner_counts_is_refused_saying_so(tmp_path):
+    path = _polygon_file(tmp_path / "mixed.bply", SIX_CORNERS, [[1, 5, 2], [0, 1, 2, 3, 4]])
+    with pytest.raises(InvalidMeshError, match=r"binary PLY whose face lists have 3 to 5 "
+                                               r"entries .*save the mesh as ASCII PLY"):
+        load_mesh(path)
+
+
+def test_a_degenerate_polygon_is_fanned_and_its_flat_triangles_counted(tmp_path):
+    """All corners on one line, or one corner repeated: no area to cover, so the faces
+    are kept as triangles that validation counts as degenerate, as in a triangle file."""
+    path = _polygon_file(tmp_path / "flat.off", [[0, 0, 0], [1, 0, 0], [2, 0, 0], [3, 0, 0],
+                                                 [0, 1, 0]], [[0, 1, 2, 3], [0, 1, 1, 4]])
+    vertices, faces = load_mesh(path)
+    assert faces.shape == (4, 3)
+    np.testing.assert_allclose(np.abs(_signed_areas(vertices, faces)), [0, 0, 0.5, 0])
+
+
 @pytest.mark.parametrize("suffix", [".ply", ".obj", ".off", ".glb"])
 def test_formats_round_trip_vertices_and_faces_without_processing(tmp_path, suffix):
     box = trimesh.creation.box()
