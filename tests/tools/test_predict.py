@@ -191,7 +191,7 @@ def test_bad_meshes_are_named_and_skipped_and_the_others_predicted(trained_run, 
     assert exit_info.value.code == DataError.exit_code
     out, err = capsys.readouterr()
     assert "wrote 2 predictions" in out
-    assert f"error: {bad}: cannot load mesh: ValueError: OFF file has a face index outside" in err
+    assert f"error: {bad}: face 0 indexes vertex 7, outside [0, 3)" in err
     assert err.splitlines()[-1] == (f"error: 1 of 3 meshes failed: {bad} (reasons above); "
                                     f"the others were written to {tmp_path / 'out'}")
     assert "Traceback" not in err
