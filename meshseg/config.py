@@ -16,6 +16,7 @@ receives them or plain values, never a DictConfig.
 """
 
 import dataclasses
+import difflib
 import glob
 import math
 import typing
@@ -449,7 +450,9 @@ def data_root(data) -> Path:
     """
     root = Path(data.root).resolve()
     if not root.is_dir():
-        raise ConfigError(f"data.root={str(root)!r} is not a folder; pass data.root=<path>")
+        raise ConfigError(f"data.root={str(root)!r} is not a folder; pass data.root=<path> "
+                          "(python -m meshseg.data.download --list: the public data sets "
+                          "meshseg fetches)")
     return root
 
 
@@ -488,15 +491,25 @@ def checked_config(cfg: DictConfig) -> TrainConfig:
 def check_overrides(overrides: List[str]) -> None:
     """Checks the command line's `key=value` overrides (Hydra's `overrides.task`) for what
     composition lets through: a boolean setting takes only true or false (any case), where
-    OmegaConf would also read "no", "off", "yes", "on", "0" and "1".
+    OmegaConf would also read "no", "off", "yes", "on", "0" and "1"; and a `+key=value` that
+    Hydra's composition adds is refused unless `key` is a setting or a config group (the
+    schema would drop or refuse it only later).
 
     Raises:
       ConfigError: naming the setting.
     """
-    booleans = {key for key, kind in schema_keys().items() if kind is bool}
+    keys = schema_keys()
+    booleans = {key for key, kind in keys.items() if kind is bool}
+    groups = {path.name for path in CONFIG_DIR.iterdir() if path.is_dir()}
     for override in overrides:
         key, _, value = override.partition("=")
-        key = key.lstrip("+")
+        added, key = key.startswith("+"), key.lstrip("+")
+        group = key.split("/")[0] in groups  # `+experiment=rna`, `+hydra/launcher=...`
+        if added and not group and key not in keys and not key.startswith("hydra."):
+            close = difflib.get_close_matches(key, keys, n=1)
+            raise ConfigError(f"{override}: {key} is not a setting"
+                              + (f" (did you mean {close[0]}?)" if close else "")
+                              + "; every setting: python train.py --cfg job")
         if key in booleans and value.lower() not in ("true", "false"):
             raise ConfigError(f"{key} must be true or false, got {value!r}")
 

@@ -418,8 +418,8 @@ def main(argv: Optional[List[str]] = None) -> None:
                         help="class = label + offset; the run's data.label_offset is used "
                              "(1 for the RNA data's -1 = unlabelled), a different one refused")
     parser.add_argument("--picture", action="store_true",
-                        help="also write <stem>.png: the prediction beside the truth "
-                             "(with --labels-dir)")
+                        help="also write <stem>.png: the prediction, beside the truth "
+                             "when --labels-dir is given")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace outputs of an earlier call in --out")
     args = parser.parse_args(argv)

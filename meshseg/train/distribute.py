@@ -14,6 +14,7 @@ from tensorflow.python.distribute import distribute_lib
 from meshseg.config import StrategyConfig
 from meshseg.errors import ClusterError, ConfigError, Interrupted
 from meshseg.train.checkpoints import StopSignals
+from meshseg.train.slurm import slurm_step
 
 log = logging.getLogger(__name__)
 STRATEGIES = ("default", "mirrored", "multi_worker")
@@ -78,20 +79,34 @@ def make_strategy(settings: StrategyConfig) -> tf.distribute.Strategy:
 
 
 def cluster_resolver(port_base: int) -> tf.distribute.cluster_resolver.ClusterResolver:
-    """The cluster of this multi-worker process: from the `TF_CONFIG` environment variable,
-    or else, inside a submitit job (`hydra/launcher=slurm` or `submitit_local`), one worker
-    per task of the job (`submitit.JobEnvironment`): task k of a node listens on its host
-    at `port_base + k`, and the global rank is the worker index (0, the chief, writes).
+    """The cluster of this multi-worker process, one worker per task, the worker index
+    being the global rank (0, the chief, writes):
+    - from the `TF_CONFIG` environment variable, when it is set;
+    - inside a submitit job (`hydra/launcher=slurm` or `submitit_local`), from
+      `submitit.JobEnvironment`: task k of a node listens on its host at `port_base + k`;
+    - inside a SLURM job step (`srun python train.py ...`, `meshseg.train.slurm`), from
+      SLURM's variables through TensorFlow's `SlurmClusterResolver`: task k of a node
+      listens at the first port SLURM reserved for the step (`srun --resv-ports`) + k, or
+      at `port_base + k` when it reserved none. GPUs are left as SLURM binds them
+      (`--gpus-per-task=1` gives each task its own).
 
     Raises:
-      ConfigError: without TF_CONFIG outside a submitit job.
+      ConfigError: outside all three.
     """
     if "TF_CONFIG" in os.environ:
         return tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if "SUBMITIT_EXECUTOR" not in os.environ:
-        raise ConfigError("strategy=multi_worker needs the TF_CONFIG environment variable "
-                          "(cluster and task) or a submitit launcher (hydra/launcher=slurm); "
-                          "see docs/scaling.md")
+        step = slurm_step()
+        if step is None:
+            raise ConfigError("strategy=multi_worker needs the TF_CONFIG environment variable "
+                              "(cluster and task), a SLURM job step (srun python train.py "
+                              "...) or a submitit launcher (hydra/launcher=slurm); see "
+                              "docs/scaling.md")
+        # gpus_per_node=num_tasks, gpus_per_task=1: one port per task and no GPU query
+        # (the resolver would run nvidia-smi); auto_set_gpu=False keeps SLURM's binding.
+        return tf.distribute.cluster_resolver.SlurmClusterResolver(
+            port_base=step.reserved_port or port_base, gpus_per_node=step.num_tasks,
+            gpus_per_task=1, auto_set_gpu=False, rpc_layer="grpc")
     import submitit
 
     job = submitit.JobEnvironment()

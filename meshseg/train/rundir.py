@@ -14,9 +14,11 @@ from typing import List
 import google_crc32c
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+from omegaconf.errors import OmegaConfBaseException
 
 from meshseg.config import TrainConfig, check_data_paths, check_overrides, checked_config
 from meshseg.errors import ConfigError, MeshsegError, RunDirError
+from meshseg.train.slurm import slurm_step
 
 # What a run directory holds, besides Hydra's `.hydra/` and `train.log`.
 RUN_CONFIG = "run_config.yaml"  # the run's settings (`claim_run_dir`)
@@ -215,14 +217,16 @@ def default_run_dir(config: DictConfig) -> str:
     """The directory of a run whose `hydra.run.dir` was not given (`config`: Hydra's config).
 
     A single process claims a new one: `new_run_dir` of the default, timestamped name. The
-    workers of a multi-worker job (strategy=multi_worker, TF_CONFIG set) share one, whatever
-    second each starts in: the default name with its timestamp replaced by `job-<job_id()>`.
+    workers of a multi-worker job (strategy=multi_worker, with TF_CONFIG set or in a SLURM
+    job step) share one, whatever second each starts in, and so does the job again after a
+    requeue: the default name with its timestamp replaced by `job-<job_id()>`.
 
     Raises:
       ConfigError: see `job_id`.
       OSError: see `new_run_dir`.
     """
-    if config.strategy.name != "multi_worker" or "TF_CONFIG" not in os.environ:
+    if config.strategy.name != "multi_worker" or (
+            "TF_CONFIG" not in os.environ and slurm_step() is None):
         return new_run_dir(config.hydra.run.dir)
     template = OmegaConf.to_container(config.hydra.run)["dir"]
     return OmegaConf.create({"dir": NOW.sub(f"job-{job_id()}", template)}, parent=config).dir
@@ -300,6 +304,8 @@ class RunDirCheck(Callback):
                 check_run_dir(config.hydra.run.dir, task)
         except MeshsegError as error:
             _refuse(error)
+        except OmegaConfBaseException as error:  # Hydra would only warn, and run on
+            _refuse(ConfigError(str(error).splitlines()[0]))
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         try:

@@ -170,7 +170,8 @@ runpy.run_path("train.py", run_name="__main__")
 
 @pytest.mark.parametrize("overrides, message", [
     (["data=rna_sample", "data.root=/no/such/folder"],
-     "error: data.root='/no/such/folder' is not a folder; pass data.root=<path>"),
+     "error: data.root='/no/such/folder' is not a folder; pass data.root=<path> "
+     "(python -m meshseg.data.download --list: the public data sets meshseg fetches)"),
     (["data=rna_sample", "data.root=data/rna_sample/labels/missing"],
      "is not a folder"),
     (["data=tfrecords", "data.train_files=/no/such/*.tfrecords", "data.num_classes=3",
@@ -210,6 +211,24 @@ def test_a_boolean_setting_takes_only_true_or_false():
             check_overrides([override])
         messages[override] = str(error.value)
     assert messages == refused
+
+
+def test_an_added_key_that_is_no_setting_is_refused_naming_the_closest_one(tmp_path):
+    """`+stpes=3`, which Hydra's own error suggests for `stpes=3`, used to warn from the
+    callback and train with the key ignored."""
+    check_overrides(["+experiment=rna", "+hydra.job.name=x", "+steps=3"])
+    for override, closest in {"+stpes=3": "steps", "++data.batch_sise=2": "data.batch_size"
+                              }.items():
+        with pytest.raises(ConfigError, match=rf"is not a setting \(did you mean {closest}\?\)"):
+            check_overrides([override])
+    result = subprocess.run([sys.executable, "train.py", "+stpes=3", "steps=1",
+                             f"hydra.run.dir={tmp_path / 'run'}"], cwd=PROJECT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: +stpes=3: stpes is not a setting (did you mean steps?); every setting: "
+        "python train.py --cfg job"]
+    assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("override, message", [

@@ -133,7 +133,7 @@ def test_multirun_writes_one_logdir_per_job(tiny_dataset, tmp_path):
                             env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert result.returncode == 0, result.stderr[-3000:]
     job_dirs = sorted(p for p in tmp_path.iterdir() if (p / "train").is_dir())
-    assert [p.name for p in job_dirs] == ["0_gather_matmul_custom_jit-False", "1_gather_matmul_keras_jit-False"]
+    assert [p.name for p in job_dirs] == ["0_demo_gather_matmul_custom_jit-False", "1_demo_gather_matmul_keras_jit-False"]
     for job_dir in job_dirs:
         assert {"loss", "accuracy", "step_time_ms"} <= set(scalars(job_dir, "train"))
     pids = {RunSummary.load(job_dir).pid for job_dir in job_dirs}

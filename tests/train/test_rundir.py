@@ -116,6 +116,23 @@ def test_the_workers_of_a_multi_worker_job_share_one_directory_named_after_the_j
     assert run_dirs[0].endswith("_gather_matmul_custom_jit-False")
 
 
+def test_the_tasks_of_an_srun_step_share_one_directory_named_after_the_job(tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    for name, value in {"SLURM_JOB_ID": "515", "SLURM_STEP_ID": "0",
+                        "SLURM_STEP_NUM_TASKS": "2"}.items():
+        monkeypatch.setenv(name, value)
+    run_dirs = []
+    for rank in range(2):
+        monkeypatch.setenv("SLURM_PROCID", str(rank))
+        run_dirs.append(launch(hydra_config("strategy=multi_worker")))
+    assert run_dirs[0] == run_dirs[1]
+    assert run_dirs[0].startswith("outputs/job-slurm-515_")
+    monkeypatch.delenv("SLURM_STEP_ID")  # the batch script's own shell: a single process
+    assert not launch(hydra_config("strategy=multi_worker")).startswith("outputs/job-")
+
+
 @pytest.mark.slow
 def test_two_runs_started_together_each_train_in_their_own_directory(tiny_dataset, tmp_path):
     (tmp_path / "barrier").mkdir()
