@@ -1,15 +1,24 @@
-"""Step time, throughput and memory of the feature-steered convolution implementations.
+"""Step time, throughput, memory and roofline share of the feature-steered convolution
+implementations, per network and precision.
 
-In the spirit of tensorflow-graphics' graph-convolution benchmark: the demo network
-(`MeshSegmentationNet`) runs on a batch of icospheres, once per configuration
-(impl, jit, num_vertices, num_layers, mode, intra- and inter-op threads), and every
-configuration runs in its own subprocess (`meshseg.tools.bench_worker`) so that its memory
-peak and its thread pools are its own. A separate subprocess measures the machine's
-float32 matmul peak, against which each configuration's GFLOP/s is reported.
+In the spirit of tensorflow-graphics' graph-convolution benchmark: a network runs once per
+configuration (model, precision, impl, jit, num_vertices, num_layers, mode, intra- and
+inter-op threads), each in its own subprocess (`meshseg.tools.bench_worker`) so that its
+memory peak and its thread pools are its own. `--model demo` is the demo network
+(`MeshSegmentationNet`) on a batch of icospheres; `--model feastnet_unet` the multi-scale
+network on the first training batch of real meshes a run would draw (default: the default
+run's U-Net and bundled sample, bucketed as a run buckets them; `--overrides` takes
+train.py's overrides for other data or sizes). Once per precision a subprocess measures
+the machine's matmul peak in that precision and its memory bandwidth (a copy); each row's
+roofline bound is its FLOPs at that peak plus its minimal bytes at that bandwidth
+(`meshseg.tools.roofline`), and `%roofline` is the share of the measured step the bound
+is: 100% would be a step at the machine's limit.
 
     python -m meshseg.tools.bench --num_vertices 10242 --batch_size 8 --mode forward,train
     python -m meshseg.tools.bench --impl gather_matmul --jit false --mode train \
-        --threads 1,2 --inter_op_threads 1,2
+        --precision float32,mixed_bfloat16 --threads 1,2
+    python -m meshseg.tools.bench --model feastnet_unet --batch_size 4 --impl gather_matmul \
+        --mode train --precision float32,mixed_bfloat16
 
 Modes: `forward` (logits), `backward` (forward + gradients of the masked cross-entropy),
 `train` (backward + an Adam update). Rows that fail (XLA cannot compile, out of memory,
@@ -29,46 +38,11 @@ from typing import Dict, List, Optional, Sequence
 from meshseg.cli import at_least, command, output_dir
 from meshseg.config import MAX_THREADS
 from meshseg.console import start_tensorflow_quietly
-from meshseg.tools.bench_worker import ICOSPHERE_SIZES, conv_channels
+from meshseg.tools.bench_worker import ICOSPHERE_SIZES
+from meshseg.tools.roofline import MODES
 
-MODES = ("forward", "backward", "train")
-BACKWARD_FLOP_FACTOR = 2  # backward pass ~ 2x the forward FLOPs (dL/dx and dL/dW products)
-
-
-def count_flops(num_vertices: int, num_edges: int, batch_size: int, channels: Sequence[int],
-                num_classes: int, mode: str = "forward", num_weight_matrices: int = 8,
-                input_channels: int = 16, hidden_channels: int = 256) -> int:
-    """Floating-point operations (multiply and add counted separately) of one step.
-
-    Counts the dense products of `MeshSegmentationNet`; per graph convolution C -> D with W
-    weight matrices over N = B*V vertices and B*E edges: the projections s = x u, t = x v
-    (2*N*C*W*2), the per-edge aggregation sum_j a_ij q_m x_j (2*E*W*C) and the W*C -> D
-    matmul (2*N*W*C*D). Softmax, bias, ReLU and the optimizer update are left out (each
-    O(N*D) or O(parameters)). `backward` and `train` add BACKWARD_FLOP_FACTOR x forward.
-
-    Args:
-      num_vertices: V per mesh; num_edges: E per mesh (directed, with self-edges).
-      batch_size: B meshes per step.
-      channels: output channels of the graph convolutions, in order.
-      num_classes: K outputs of the last 1x1 convolution.
-      mode: one of MODES.
-
-    Returns:
-      int FLOPs per step.
-
-    Raises:
-      ValueError: for an unknown mode.
-    """
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose one of {list(MODES)}")
-    n, e, w = batch_size * num_vertices, batch_size * num_edges, num_weight_matrices
-    flops = 2 * n * 3 * input_channels  # lin_in: xyz -> input_channels
-    c = input_channels
-    for d in channels:
-        flops += 2 * n * c * w * 2 + 2 * e * w * c + 2 * n * w * c * d
-        c = d
-    flops += 2 * n * c * hidden_channels + 2 * n * hidden_channels * num_classes
-    return flops * (1 + BACKWARD_FLOP_FACTOR) if mode != "forward" else flops
+MODELS = ("demo", "feastnet_unet")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 def _run_worker(job: Dict, timeout: float) -> Dict:
@@ -128,18 +102,27 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--impl", type=_comma_list("impl", str, list(IMPLEMENTATIONS)),
                         default=list(IMPLEMENTATIONS), help="implementations, comma-separated")
+    parser.add_argument("--model", type=_comma_list("model", str, MODELS), default=["demo"],
+                        help="networks: demo (icospheres), feastnet_unet (real meshes)")
+    parser.add_argument("--precision", type=_comma_list("precision", str, PRECISIONS),
+                        default=["float32"], help="Keras dtype policies (train.py's precision)")
+    parser.add_argument("--overrides", nargs="*", default=[],
+                        help="feastnet_unet: train.py overrides of its data and network "
+                             "(default: the default run's)")
     parser.add_argument("--jit", type=_comma_list("jit", str.lower, ["false", "true"]),
                         default=["false", "true"], help="XLA compilation of the step: false,true")
     parser.add_argument("--num_vertices", type=_comma_list("num_vertices", int, list(ICOSPHERE_SIZES)),
-                        default=[10242], help="icosphere sizes (642, 2562, 10242, 40962 = s 3..6)")
+                        default=[10242], help="demo: icosphere sizes (642, 2562, 10242, 40962 = "
+                        "s 3..6); feastnet_unet's meshes are real")
     parser.add_argument("--batch_size", type=at_least(1), default=8, help="meshes per step")
     parser.add_argument("--num_layers", type=at_least(1), default=3,
-                        help="graph convolutions, with 32 * 2**k output channels")
+                        help="demo: graph convolutions, with 32 * 2**k output channels")
     parser.add_argument("--mode", type=_comma_list("mode", str, MODES), default=["forward"],
                         help="forward, backward (forward+backward), train (backward+Adam)")
     parser.add_argument("--backward", action="store_true",
                         help="also run the backward and train modes")
-    parser.add_argument("--num_classes", type=at_least(1), default=16)
+    parser.add_argument("--num_classes", type=at_least(1), default=16,
+                        help="demo: classes (feastnet_unet: its data's)")
     parser.add_argument("--threads", type=_comma_list("threads", int, None),
                         default=[0], help="TensorFlow intra-op threads (train.py's `threads`; "
                         "0: one per core)")
@@ -153,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default="bench_results", help="directory for CSV, JSON and PNG")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per configuration")
     parser.add_argument("--peak_size", type=at_least(0), default=4096,
-                        help="matrix size of the float32 matmul peak; 0 skips it")
+                        help="matrix size of the matmul peak (per precision, with the "
+                        "memory bandwidth); 0 skips both and the roofline")
     return parser
 
 
@@ -182,36 +166,41 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     jits = [jit == "true" for jit in args.jit]
     modes = list(dict.fromkeys(args.mode + (["backward", "train"] if args.backward else [])))
 
-    peak = None
-    if args.peak_size > 0:
-        peak = _run_worker({"kind": "matmul_peak", "size": args.peak_size}, args.timeout)
-        print(f"float32 matmul peak ({args.peak_size}^2): "
-              f"{peak.get('gflops', 0):.1f} GFLOP/s {peak.get('error', '')}", file=sys.stderr)
+    peaks = {}
+    for precision in (args.precision if args.peak_size > 0 else []):
+        peaks[precision] = _run_worker({"kind": "peaks", "size": args.peak_size,
+                                        "precision": precision}, args.timeout)
+        print(f"{precision}: matmul peak ({args.peak_size}^2) "
+              f"{peaks[precision].get('gflops', 0):.1f} GFLOP/s, memory bandwidth "
+              f"{peaks[precision].get('bandwidth_gbs', 0):.1f} GB/s "
+              f"{peaks[precision].get('error', '')}", file=sys.stderr)
     rows = []
-    configs = list(itertools.product(args.num_vertices, modes, args.threads,
-                                     args.inter_op_threads, jits, args.impl))
-    for index, (num_vertices, mode, threads, inter_op_threads, jit, impl) in enumerate(configs, 1):
-        config = dict(impl=impl, jit=jit, num_vertices=num_vertices, batch_size=args.batch_size,
-                      num_layers=args.num_layers, mode=mode, threads=threads,
-                      inter_op_threads=inter_op_threads)
+    configs = [dict(model=model, precision=precision, num_vertices=num_vertices, mode=mode,
+                    threads=threads, inter_op_threads=inter_op_threads, jit=jit, impl=impl)
+               for model, precision, num_vertices, mode, threads, inter_op_threads, jit, impl
+               in itertools.product(args.model, args.precision, args.num_vertices, modes,
+                                    args.threads, args.inter_op_threads, jits, args.impl)
+               if model == "demo" or num_vertices == args.num_vertices[0]]
+    for index, config in enumerate(configs, 1):
+        config.update(batch_size=args.batch_size,
+                      num_layers=args.num_layers if config["model"] == "demo" else None)
+        if config["model"] != "demo":
+            config["num_vertices"] = None  # the batch's, reported as batch_vertices
         job = dict(config, kind="step", num_classes=args.num_classes, warmup=args.warmup,
-                   repeats=args.repeats)
+                   repeats=args.repeats, overrides=args.overrides)
         start = time.perf_counter()
-        result = _run_worker(job, args.timeout)
-        row = dict(config, **result)
-        num_edges = row.get("num_edges")
-        if num_edges:
-            row["gflop"] = count_flops(num_vertices, num_edges, args.batch_size,
-                                       conv_channels(args.num_layers), args.num_classes, mode) / 1e9
+        row = dict(config, **_run_worker(job, args.timeout))
+        row["num_vertices"] = row.get("num_vertices") or row.get("batch_vertices")
         rows.append(row)
-        print(f"[{index}/{len(configs)}] {impl} jit={jit} V={num_vertices} {mode} "
-              f"threads={threads}:{inter_op_threads}: "
+        print(f"[{index}/{len(configs)}] {config['model']} {config['precision']} "
+              f"{config['impl']} jit={config['jit']} V={row['num_vertices']} "
+              f"{config['mode']} threads={config['threads']}:{config['inter_op_threads']}: "
               f"{row.get('step_ms', float('nan')):.1f} ms {row.get('error', '')} "
               f"({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
 
-    rows = bench_report.add_derived_columns(rows, peak.get("gflops") if peak else None)
+    rows = bench_report.add_derived_columns(rows, peaks)
     print(bench_report.format_table(rows, sort=args.sort))
-    metadata = bench_report.metadata(args, peak)
+    metadata = bench_report.metadata(args, peaks)
     paths = bench_report.write_results(rows, metadata, args.out)
     print("wrote " + ", ".join(paths), file=sys.stderr)
     return 0

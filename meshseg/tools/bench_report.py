@@ -1,10 +1,12 @@
 """Output of `meshseg.tools.bench`: derived columns, the text table, CSV, JSON and a PNG plot.
 
-A row is a dict with the configuration (impl, jit, num_vertices, batch_size, num_layers,
-mode, threads and inter_op_threads: 0 is TensorFlow's default), the worker's measurements
-(step_ms, step_ms_min, step_ms_max in ms; compile_s in s; peak_rss_mib,
-step_peak_increase_mib, rss_before_mib in MiB) or its `error`, and the columns added here. The peak RSS increases are measured from a reset of the process'
-peak (see `meshseg.tools.bench_worker.measure`).
+A row is a dict with the configuration (model, precision, impl, jit, num_vertices (the
+batch's padded V for the U-Net), batch_size, num_layers (demo), mode, threads and
+inter_op_threads: 0 is TensorFlow's default), the worker's measurements (step_ms,
+step_ms_min, step_ms_max in ms; compile_s in s; peak_rss_mib, step_peak_increase_mib,
+rss_before_mib in MiB; gflop and gbyte, the step's work, `meshseg.tools.roofline`) or its
+`error`, and the columns added here. The peak RSS increases are measured from a reset of
+the process' peak (see `meshseg.tools.bench_worker.measure`).
 """
 
 import csv
@@ -17,32 +19,41 @@ from typing import Dict, List, Optional, Sequence
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from meshseg.tools.roofline import Work, roofline_ms
+
 REFERENCE_IMPL = "gather_sum"
 
 # (row key, table header, format) in table order; every key is also a CSV column.
 COLUMNS = [
+    ("model", "model", "{}"), ("precision", "precision", "{}"),
     ("impl", "impl", "{}"), ("jit", "jit", "{}"), ("num_vertices", "V", "{}"),
     ("batch_size", "B", "{}"), ("num_layers", "layers", "{}"), ("mode", "mode", "{}"),
     ("threads", "intra", "{}"), ("inter_op_threads", "inter", "{}"),
     ("step_ms", "step_ms", "{:.1f}"), ("step_ms_min", "min", "{:.1f}"),
     ("step_ms_max", "max", "{:.1f}"), ("compile_s", "compile_s", "{:.2f}"),
-    ("gflop_per_s", "GFLOP/s", "{:.1f}"), ("pct_peak", "%peak", "{:.1f}"),
+    ("gflop_per_s", "GFLOP/s", "{:.1f}"), ("bound_ms", "bound_ms", "{:.1f}"),
+    ("pct_roofline", "%roofline", "{:.1f}"),
     ("peak_rss_mib", "peak_rss_mib", "{:.0f}"),
     ("step_peak_increase_mib", "step_peak_inc_mib", "{:.0f}"),
     ("speedup", "speedup", "{:.2f}x"), ("speedup_vs_nojit_ref", "vs_ref_nojit", "{:.2f}x"),
     ("memory_ratio", "mem_ratio", "{:.2f}"), ("error", "error", "{}"),
 ]
-TEXT_COLUMNS = ("impl", "jit", "mode", "error")
-EXTRA_CSV_COLUMNS = ["gflop", "num_edges", "rss_before_mib", "peak_reset"]
-SIZE_KEYS = ("num_vertices", "batch_size", "num_layers", "mode", "threads", "inter_op_threads")
+TEXT_COLUMNS = ("model", "precision", "impl", "jit", "mode", "error")
+EXTRA_CSV_COLUMNS = ["gflop", "gbyte", "num_edges", "rss_before_mib", "peak_reset"]
+SIZE_KEYS = ("model", "precision", "num_vertices", "batch_size", "num_layers", "mode",
+             "threads", "inter_op_threads")
 
 
-def add_derived_columns(rows: List[Dict], matmul_peak_gflops: Optional[float]) -> List[Dict]:
-    """Adds throughput and the comparisons with the reference implementation.
+def add_derived_columns(rows: List[Dict], peaks: Dict[str, Dict]) -> List[Dict]:
+    """Adds throughput, the roofline and the comparisons with the reference implementation.
 
-    gflop_per_s = gflop / step time; pct_peak = 100 * gflop_per_s / matmul peak;
-    speedup = reference step_ms / step_ms with the reference at the same jit, size, layers
-    and mode; speedup_vs_nojit_ref the same against the reference with jit=false;
+    `peaks`: per precision, the worker's {"gflops": matmul peak in GFLOP/s,
+    "bandwidth_gbs": memory bandwidth in GB/s} (or {"error": ...}; missing: not measured).
+    gflop_per_s = gflop / step time; bound_ms = `meshseg.tools.roofline.roofline_ms` of the
+    row's work at its precision's peaks; pct_roofline = 100 * bound_ms / step_ms;
+    speedup = reference step_ms / step_ms with the reference at the same model, precision,
+    jit, size, layers and mode; speedup_vs_nojit_ref the same against the reference with
+    jit=false;
     memory_ratio = step_peak_increase_mib / the reference's at the same jit (lower is
     better). A value is None where either side failed.
     """
@@ -56,8 +67,12 @@ def add_derived_columns(rows: List[Dict], matmul_peak_gflops: Optional[float]) -
     for row in rows:
         ok = "error" not in row
         row["gflop_per_s"] = row["gflop"] / (row["step_ms"] / 1e3) if ok and row.get("gflop") else None
-        row["pct_peak"] = (100 * row["gflop_per_s"] / matmul_peak_gflops
-                           if row["gflop_per_s"] and matmul_peak_gflops else None)
+        peak = peaks.get(row.get("precision", "float32")) or {}
+        measured = ok and row.get("gflop") and peak.get("gflops") and peak.get("bandwidth_gbs")
+        row["bound_ms"] = (roofline_ms(Work(row["gflop"] * 1e9, row.get("gbyte", 0) * 1e9),
+                                       peak["gflops"], peak["bandwidth_gbs"])
+                           if measured else None)
+        row["pct_roofline"] = 100 * row["bound_ms"] / row["step_ms"] if measured else None
         same = find(REFERENCE_IMPL, row["jit"], row) if ok else None
         nojit = find(REFERENCE_IMPL, False, row) if ok else None
         row["speedup"] = same["step_ms"] / row["step_ms"] if same else None
@@ -102,8 +117,9 @@ def format_table(rows: List[Dict], sort: Optional[str] = None) -> str:
     return "\n".join(lines)
 
 
-def metadata(args, matmul_peak: Optional[Dict]) -> Dict:
-    """Run metadata for the JSON file and the CSV header comment."""
+def metadata(args, peaks: Dict[str, Dict]) -> Dict:
+    """Run metadata for the JSON file and the CSV header comment: per precision, the matmul
+    peak (GFLOP/s) and memory bandwidth (GB/s) measured."""
     import tensorflow as tf
 
     return {
@@ -112,9 +128,10 @@ def metadata(args, matmul_peak: Optional[Dict]) -> Dict:
         "cpu_count": os.cpu_count(),
         "machine": platform.processor() or platform.machine(),
         "load_average": list(os.getloadavg()),
-        "matmul_peak_gflops": (matmul_peak or {}).get("gflops"),
+        "matmul_peak_gflops": {p: peak.get("gflops") for p, peak in peaks.items()},
+        "bandwidth_gbs": {p: peak.get("bandwidth_gbs") for p, peak in peaks.items()},
         "matmul_peak_size": args.peak_size,
-        "matmul_peak_error": (matmul_peak or {}).get("error"),
+        "peak_errors": {p: peak["error"] for p, peak in peaks.items() if "error" in peak},
         "warmup": args.warmup, "repeats": args.repeats, "num_classes": args.num_classes,
         "reference_impl": REFERENCE_IMPL,
     }
@@ -150,6 +167,8 @@ def bench_figure(rows: Sequence[Dict]) -> Figure:
     impls = list(dict.fromkeys(r["impl"] for r in rows))
     colors = {impl: f"C{i}" for i, impl in enumerate(impls)}
     labels = [f"{r['impl']}\n{'xla' if r['jit'] else 'no jit'}\n{r['mode']} V={r['num_vertices']}"
+              + (f"\n{r['model']}" if r.get("model", "demo") != "demo" else "")
+              + (f"\n{r['precision']}" if r.get("precision", "float32") != "float32" else "")
               + (f"\nthreads {r.get('threads', 0)}:{r.get('inter_op_threads', 0)}"
                  if r.get("threads") or r.get("inter_op_threads") else "")
               for r in rows]
@@ -180,8 +199,8 @@ def bench_figure(rows: Sequence[Dict]) -> Figure:
         handles.append(Rectangle((0, 0), 1, 1, facecolor="white", edgecolor="black", hatch="//"))
         names.append("jit (XLA)")
     axes[0].legend(handles, names, fontsize=8)
-    axes[0].set_title(f"meshseg FeaStNet step, batch {rows[0]['batch_size']}, "
-                      f"{rows[0]['num_layers']} graph convolutions" if rows else "meshseg bench")
+    axes[0].set_title(f"meshseg FeaStNet step, batch {rows[0]['batch_size']}"
+                      if rows else "meshseg bench")
     fig.tight_layout()
     return fig
 

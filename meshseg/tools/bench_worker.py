@@ -2,8 +2,9 @@
 
     python -m meshseg.tools.bench_worker '<job as JSON>' <result.json>
 
-The benchmark starts this module once per configuration (and once for the matmul peak),
-so each has its own memory peak and its own thread pools. TensorFlow's intra- and
+The benchmark starts this module once per configuration (and once per precision for the
+machine's peaks: the matmul peak in that precision and the memory bandwidth), so each has
+its own memory peak and its own thread pools. TensorFlow's intra- and
 inter-op threads (the job's `threads`, `inter_op_threads`; 0: TensorFlow's default, one
 per core) are set before anything imports the model, because the first op fixes them
 (tensorflow-graphics runs ops at import). The result (timings in ms and s, memory in MiB,
@@ -66,50 +67,98 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def _make_step(model, mode: str, jit: bool):
+def _make_step(model, mode: str, jit: bool, precision: str):
     """One step `(features, labels) -> tensor to sync on`, built from the application's
     own functions: `forward` is the evaluation's predict step, `train` the run's
-    `TrainStep` (default strategy, Adam), `backward` its forward and backward pass without
-    the update."""
+    `TrainStep` (default strategy, Adam, with loss scaling under mixed_float16 as a run
+    has), `backward` its forward and backward pass without the update."""
     import keras
     import tensorflow as tf
 
+    from meshseg.batch import without_mesh_ids
     from meshseg.train.evaluate import make_predict_step
     from meshseg.train.step import TrainStep
 
     if mode == "forward":
         predict = make_predict_step(model, jit)
-        return lambda features, labels: predict(features)
-    train_step = TrainStep(model, keras.optimizers.Adam(1e-3), jit, tf.distribute.get_strategy())
+        return lambda features, labels: predict(without_mesh_ids(features))
+    optimizer = keras.optimizers.Adam(1e-3)
+    if precision == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    train_step = TrainStep(model, optimizer, jit, tf.distribute.get_strategy())
     if mode == "train":
         return lambda features, labels: train_step(features, labels)[0]
     backward = tf.function(lambda features, labels: tf.add_n(  # keeps every gradient
         [tf.reduce_sum(g) for g in train_step.loss_and_gradients(features, labels)[2]]),
         jit_compile=jit)
-    return backward
+    return lambda features, labels: backward(without_mesh_ids(features), labels)
+
+
+def unet_batch(overrides: list, batch_size: int, jit: bool):
+    """The multi-scale network's settings and a batch of real meshes: the first training
+    batch of the data `overrides` compose (train.py's; none: the default run's U-Net on the
+    bundled sample), with `batch_size` meshes, bucketed and padded as a run pads them
+    (to its bucket's shape under XLA). Converts the data on first use, as a run does.
+
+    Returns:
+      (config, features, labels): the composed `TrainConfig`, the batch contract's
+      features and labels int32 [B, V].
+    """
+    from meshseg.config import checked_config, composed_config
+    from meshseg.data.sources import build_datasets
+
+    config = checked_config(composed_config([*overrides, "model=feastnet_unet",
+                                             f"data.batch_size={batch_size}"]))
+    train_ds, _, _ = build_datasets(config.data, seed=0, jit=jit)
+    features, labels = next(iter(train_ds))
+    return config, features, labels
+
+
+def model_and_batch(config: Dict):
+    """(model, features, labels) of a step job: the demo network (`MeshSegmentationNet`) on
+    B jittered icospheres (`icosphere_batch`), or the multi-scale network (`FeaStUNet`) on
+    real meshes (`unet_batch`), built by the application's `build_network` in the job's
+    precision, its variables created."""
+    import dataclasses
+
+    from meshseg.nn.networks import build_network, input_width
+
+    precision = config.get("precision", "float32")
+    if config.get("model", "demo") == "demo":
+        settings = dict(name="demo", conv_channels=conv_channels(config["num_layers"]))
+        features, labels = icosphere_batch(config["num_vertices"], config["batch_size"],
+                                           config["num_classes"])
+        num_classes, width = config["num_classes"], 3
+    else:
+        composed, features, labels = unet_batch(config.get("overrides", []),
+                                                config["batch_size"], config["jit"])
+        settings = dataclasses.asdict(composed.model)
+        num_classes, width = composed.data.num_classes, input_width(composed.data.features)
+    model = build_network(num_classes, config["impl"], settings, input_width=width,
+                          xla=config["jit"], precision=precision)
+    model.build_from_config({})
+    return model, features, labels
 
 
 def measure(config: Dict) -> Dict:
-    """Runs one configuration in this process; returns its timings (ms, s) and memory (MiB).
+    """Runs one configuration in this process; returns its timings (ms, s), memory (MiB),
+    shape (V, E of the finest level) and work (GFLOP, GB: `meshseg.tools.roofline`).
 
-    The model is built on a 12-vertex icosphere, so the process peak before the first step is
-    that of TensorFlow and the inputs, not of an eager pass. The peak RSS is then reset, so
-    `step_peak_increase_mib` is the peak during the first call (trace, compile, run), warmup
-    and timed steps minus the RSS right before them; it includes XLA's compilation. (The
-    peak of the later calls alone says little: they reuse the buffers the first call left
-    allocated, so their RSS barely rises.)
+    The model's variables are created without a pass over data, so the process peak before
+    the first step is that of TensorFlow and the inputs, not of an eager pass (the work is
+    counted on an eager pass after the timed steps). The peak RSS
+    is then reset, so `step_peak_increase_mib` is the peak during the first call (trace,
+    compile, run), warmup and timed steps minus the RSS right before them; it includes
+    XLA's compilation. (The peak of the later calls alone says little: they reuse the
+    buffers the first call left allocated, so their RSS barely rises.)
     """
     import numpy as np
 
-    from meshseg.nn.model import MeshSegmentationNet
+    from meshseg.tools.roofline import step_work
     from meshseg.train.summaries import peak_rss_mib
 
-    model = MeshSegmentationNet(config["num_classes"], impl=config["impl"], xla=config["jit"],
-                                conv_channels=conv_channels(config["num_layers"]))
-    model(icosphere_batch(12, 1, config["num_classes"])[0])
-    features, labels = icosphere_batch(config["num_vertices"], config["batch_size"],
-                                       config["num_classes"])
-    step = _make_step(model, config["mode"], config["jit"])
+    model, features, labels = model_and_batch(config)
+    step = _make_step(model, config["mode"], config["jit"], config.get("precision", "float32"))
 
     pre_step_peak = peak_rss_mib()
     rss_before = _rss_mib()
@@ -125,20 +174,26 @@ def measure(config: Dict) -> Dict:
         step(features, labels).numpy()
         times_ms.append(1e3 * (time.perf_counter() - start))
     step_peak = peak_rss_mib()
+    work = step_work(model, features, config["mode"])  # after the peaks: an eager pass
     return dict(
         step_ms=float(np.median(times_ms)), step_ms_min=min(times_ms), step_ms_max=max(times_ms),
         compile_s=compile_s, rss_before_mib=rss_before,
         peak_rss_mib=max(pre_step_peak, step_peak),
         step_peak_increase_mib=step_peak - rss_before if peak_reset else None,
-        num_edges=int(features["edges"].shape[1]), peak_reset=peak_reset)
+        batch_vertices=int(features["vertices"].shape[1]),
+        num_edges=int(features["edges"].shape[1]), gflop=work.flops / 1e9,
+        gbyte=work.bytes / 1e9, peak_reset=peak_reset)
 
 
-def measure_matmul_peak(size: int, repeats: int = 5) -> float:
-    """Best float32 GFLOP/s of a [size, size] x [size, size] tf.matmul in this process."""
+def measure_matmul_peak(size: int, precision: str = "float32", repeats: int = 5) -> float:
+    """Best GFLOP/s of a [size, size] x [size, size] tf.matmul in this process, in the
+    compute dtype of the Keras policy `precision` (float32, bfloat16 or float16)."""
+    import keras
     import tensorflow as tf
 
-    a = tf.random.normal([size, size])
-    b = tf.random.normal([size, size])
+    dtype = keras.mixed_precision.Policy(precision).compute_dtype
+    a = tf.cast(tf.random.normal([size, size]), dtype)
+    b = tf.cast(tf.random.normal([size, size]), dtype)
     tf.matmul(a, b).numpy()
     best = float("inf")
     for _ in range(repeats):
@@ -146,6 +201,22 @@ def measure_matmul_peak(size: int, repeats: int = 5) -> float:
         tf.matmul(a, b).numpy()
         best = min(best, time.perf_counter() - start)
     return 2 * size ** 3 / best / 1e9
+
+
+def measure_bandwidth(mib: int = 256, repeats: int = 5) -> float:
+    """Best GB/s (1e9 bytes) of a copy of `mib` MiB of float32 (y = x * 1: every byte read
+    once and written once) in this process: the memory bandwidth the roofline uses."""
+    import tensorflow as tf
+
+    x = tf.random.normal([mib * MIB // 4])
+    scale = tf.function(lambda x: x * 1.0)
+    scale(x).numpy()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        scale(x).numpy()
+        best = min(best, time.perf_counter() - start)
+    return 2 * mib * MIB / best / 1e9
 
 
 def first_line(exc: Exception) -> str:
@@ -156,15 +227,17 @@ def first_line(exc: Exception) -> str:
 
 
 def run_job(job: Dict, result_path: str) -> None:
-    """Sets the job's threads, measures it (`measure_matmul_peak` for kind "matmul_peak",
-    `measure` otherwise) and writes the result, or its error's first line, as JSON."""
+    """Sets the job's threads, measures it (kind "peaks": `measure_matmul_peak` in the
+    job's precision and `measure_bandwidth`; otherwise `measure`) and writes the result,
+    or its error's first line, as JSON."""
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(job.get("threads", 0))
     tf.config.threading.set_inter_op_parallelism_threads(job.get("inter_op_threads", 0))
     try:
-        if job["kind"] == "matmul_peak":
-            result = {"gflops": measure_matmul_peak(job["size"])}
+        if job["kind"] == "peaks":
+            result = {"gflops": measure_matmul_peak(job["size"], job["precision"]),
+                      "bandwidth_gbs": measure_bandwidth()}
         else:
             result = measure(job)
     except Exception as exc:  # reported as the row's error, never raised to the parent
