@@ -32,7 +32,7 @@ from omegaconf import MISSING, DictConfig, MissingMandatoryValue, OmegaConf
 
 from meshseg.errors import ConfigError
 
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16", "auto")
 ROTATIONS = ("none", "up", "so3")
 # Per-vertex input features (`data.features`) and their widths: positions as normalised
 # (`data.center`, `data.scale`) and augmented, their Fourier features (sin, cos at
@@ -298,7 +298,9 @@ class TrainConfig:
     steps: int = 500  # training steps (batches)
     eval_every: int = 100  # evaluate on the test split every N steps and at the end
     deterministic: bool = False  # seed everything and enable TensorFlow's op determinism
-    precision: str = "float32"  # float32 | mixed_float16 (with loss scaling) | mixed_bfloat16
+    # float32 | mixed_float16 (with loss scaling) | mixed_bfloat16 | auto (mixed_bfloat16 on
+    # a CPU with native bfloat16, float32 elsewhere: meshseg.train.precision)
+    precision: str = "float32"
     threads: int = 0  # TensorFlow intra-op threads (0: all cores); cap it for parallel sweeps
     inter_op_threads: int = 0  # ops run at once (0: TensorFlow's default, one per core)
     resume: Optional[str] = None  # a run directory to continue from its latest checkpoint

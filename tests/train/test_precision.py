@@ -1,5 +1,7 @@
-"""Mixed precision: layers compute in float16/bfloat16, the FeaSt softmax stays float32."""
+"""Mixed precision: layers compute in float16/bfloat16, the FeaSt softmax stays float32;
+precision=auto chooses bfloat16 on CPUs that compute it natively."""
 
+import logging
 import subprocess
 import sys
 
@@ -12,6 +14,7 @@ from helpers.runs import scalars, tiny_config, train_tiny
 from meshseg.batch import table_from_edges
 from meshseg.nn.layers import FeatureSteeredConvolution
 from meshseg.nn.ops import IMPLEMENTATIONS, NEIGHBOR_TABLE_IMPLS
+from meshseg.train.precision import resolved_precision
 
 TOLERANCE = {"mixed_float16": 2e-2, "mixed_bfloat16": 6e-2}
 
@@ -89,3 +92,38 @@ def test_a_saved_model_loads_in_a_fresh_process_with_its_precision(tiny_dataset,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split() == ["MeshSegmentationNet", "mixed_float16", "float32"]
+
+
+def cpuinfo(tmp_path, flags: str):
+    path = tmp_path / "cpuinfo"
+    path.write_text("processor\t: 0\nmodel name\t: AMD EPYC\n"
+                    f"flags\t\t: fpu sse2 avx2 {flags}\n\nprocessor\t: 1\n")
+    return path
+
+
+@pytest.mark.parametrize("flags, expected", [
+    ("avx512f avx512_bf16 avx512_vnni", ("mixed_bfloat16", "the CPU has avx512_bf16")),
+    ("amx_tile amx_bf16 amx_int8", ("mixed_bfloat16", "the CPU has amx_bf16")),
+    ("avx512f avx512_vnni", ("float32", "the CPU has no native bfloat16 (avx512_bf16 or amx_bf16)")),
+])
+def test_auto_precision_is_bfloat16_only_on_a_cpu_that_computes_it_natively(tmp_path, flags,
+                                                                          expected):
+    assert resolved_precision("auto", gpus=0, cpuinfo=cpuinfo(tmp_path, flags)) == expected
+
+
+def test_auto_precision_is_float32_with_a_gpu_or_unknown_flags_and_a_set_one_is_kept(tmp_path):
+    native = cpuinfo(tmp_path, "avx512_bf16")
+    assert resolved_precision("auto", gpus=1, cpuinfo=native)[0] == "float32"
+    assert resolved_precision("auto", gpus=0, cpuinfo=tmp_path / "missing")[0] == "float32"
+    assert resolved_precision("mixed_float16", gpus=0, cpuinfo=native) == ("mixed_float16",
+                                                                          "as set")
+
+
+def test_an_auto_precision_run_says_which_it_chose_and_trains_in_it(tiny_dataset, tmp_path,
+                                                                   caplog):
+    caplog.set_level(logging.INFO, logger="meshseg.train.run")
+    train_tiny(tiny_config(tiny_dataset, "precision=auto", "steps=2", "eval_every=2"), tmp_path)
+    chosen, why = resolved_precision("auto", gpus=len(tf.config.list_physical_devices("GPU")))
+    assert f"precision {chosen} ({why})" in caplog.messages
+    model = keras.models.load_model(tmp_path / "model.keras", compile=False)
+    assert model.graph_convs[0].dtype_policy.name == chosen
