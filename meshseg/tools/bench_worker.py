@@ -67,7 +67,7 @@ def _reset_peak_rss() -> bool:
         return False
 
 
-def _make_step(model, mode: str, jit: bool, precision: str):
+def make_step(model, mode: str, jit: bool, precision: str):
     """One step `(features, labels) -> tensor to sync on`, built from the application's
     own functions: `forward` is the evaluation's predict step, `train` the run's
     `TrainStep` (default strategy, Adam, with loss scaling under mixed_float16 as a run
@@ -158,7 +158,7 @@ def measure(config: Dict) -> Dict:
     from meshseg.train.summaries import peak_rss_mib
 
     model, features, labels = model_and_batch(config)
-    step = _make_step(model, config["mode"], config["jit"], config.get("precision", "float32"))
+    step = make_step(model, config["mode"], config["jit"], config.get("precision", "float32"))
 
     pre_step_peak = peak_rss_mib()
     rss_before = _rss_mib()
