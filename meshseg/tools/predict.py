@@ -14,6 +14,7 @@ Command line:
     python -m meshseg.tools.predict outputs/<run> my/mesh.off other.ply --out predictions \\
         [--labels-dir my/labels] [--picture] [--overwrite]
     python -m meshseg.tools.predict --pretrained rna my/molecule.ply   # a shipped model
+    python -m meshseg.tools.predict outputs/<run> --test-split [--eval-rotation so3]
 
 writes `<out>/<stem>.ply` (the mesh, vertices coloured by predicted class) and
 `<out>/<stem>.txt` (one predicted label per line, in the label files' convention: class
@@ -26,6 +27,12 @@ the run's offset: a different value is refused, since the model's classes were f
 the offset it was trained with. Outputs never replace
 one another: meshes with the same stem (`a/part.off`, `b/part.off`) are refused before
 anything is written, and so are outputs already in `--out` unless `--overwrite` is given.
+
+`--test-split` scores the run's model on its test split instead (the records the run was
+evaluated on, as it evaluated them: `evaluate_test_split`) and prints the accuracy and mean
+IoU; `--eval-rotation so3` first turns each test mesh by a seeded rotation uniform over
+SO(3), as `data.eval_rotation=so3` does in a run: the figure that shows what a model
+trained in one frame does on meshes that are not in it.
 
 The command line checks its arguments (the run, the mesh files, the folders) before it
 imports TensorFlow, which the functions that need it import themselves: a mistake ends
@@ -196,34 +203,53 @@ def read_meshes(files: List[str]) -> Iterator[Dict[str, np.ndarray]]:
             yield {key: mesh[key].numpy() for key in ("vertices", "triangles", "labels")}
 
 
-def evaluate_test_split(run_dir: str, keep_meshes: int = 3) -> Dict:
+def evaluate_test_split(run_dir: str, keep_meshes: int = 3,
+                        rotation_seed: Optional[int] = None) -> Dict:
     """Evaluates a run's model on its test split, as the run evaluated it (records the
     run skipped as bad are skipped again).
 
+    Args:
+      keep_meshes: how many test meshes to return with their predictions.
+      rotation_seed: turn each test mesh by a rotation uniform over SO(3) drawn from this
+        seed first (`meshseg.data.pipeline.make_dataset`, as `data.eval_rotation=so3`);
+        no mesh is returned then.
+
     Returns:
       dict with accuracy (fraction of test vertices predicted right; equals the run's
-      eval accuracy), confusion (int64 [K, K], rows true class, columns predicted),
-      num_meshes, and meshes: the first `keep_meshes` meshes as dicts of vertices
-      float32 [V, 3], triangles int32 [T, 3], labels and predictions int32 [V].
+      eval accuracy), mean_iou, confusion (int64 [K, K], rows true class, columns
+      predicted), num_meshes, and meshes: the first `keep_meshes` meshes as dicts of
+      vertices float32 [V, 3], triangles int32 [T, 3], labels and predictions int32 [V]
+      (none when rotated).
+
+    Raises:
+      DataError: naming the shard, if a test shard the run recorded is gone.
     """
     from meshseg.data.pipeline import make_dataset
     from meshseg.data.reader import BadRecordLog, check_shard
     from meshseg.train.evaluate import confusion_matrix, make_predict_step
+    from meshseg.train.metrics import mean_iou
 
     settings = input_settings(run_dir)
+    missing = [path for path in settings.test_files if not os.path.isfile(path)]
+    if missing:
+        raise DataError(f"{missing[0]}: a test shard of the run in {run_dir} is gone; "
+                        "convert its data again (a run of the same settings does)")
     model = load_model(run_dir)
     test_data = make_dataset(settings.test_files, batch_size=1, training=False,
-                             inputs=settings.inputs, skip_bad_records=settings.skip_bad_records)
+                             inputs=settings.inputs, skip_bad_records=settings.skip_bad_records,
+                             rotation_seed=rotation_seed)
     confusion = confusion_matrix(make_predict_step(model, jit=False), test_data,
                                  settings.num_classes)
     meshes = []
     for index, mesh in enumerate(read_meshes(settings.test_files)):
+        if rotation_seed is not None:
+            break
         if index >= keep_meshes:
             break
         predictions = predict_labels(model, mesh["vertices"], mesh["triangles"], settings)
         meshes.append({**mesh, "predictions": predictions})
     return {"accuracy": float(np.trace(confusion) / max(confusion.sum(), 1)),
-            "confusion": confusion,
+            "mean_iou": mean_iou(confusion), "confusion": confusion,
             "num_meshes": sum(len(check_shard(path, skip_bad_records=True,
                                               bad_records=BadRecordLog(quiet=True)).good)
                               for path in settings.test_files),
@@ -396,6 +422,35 @@ def check_arguments(run_dir: str, mesh_paths: List[str], out_dir: str,
     check_outputs(mesh_paths, out_dir, overwrite, picture)
 
 
+def score_test_split(args: argparse.Namespace) -> None:
+    """`--test-split`: prints the accuracy and mean IoU of the run's (or the shipped
+    model's) model on its test split, rotated with `--eval-rotation so3` (seed 0).
+
+    Raises:
+      ConfigError: for mesh files or options that only apply to them, or a run directory
+        without a finished run.
+      DataError: if a test shard the run recorded is gone.
+    """
+    if args.pretrained:
+        run_dir, meshes = pretrained_run_dir(args.pretrained), args.paths
+    else:
+        run_dir, meshes = (args.paths[0] if args.paths else None), args.paths[1:]
+    if run_dir is None or meshes:
+        raise ConfigError("--test-split takes a run directory (or --pretrained NAME) and no "
+                          "mesh files")
+    if args.labels_dir or args.picture or args.label_offset is not None:
+        raise ConfigError("--test-split reads the labels of the run's records: leave out "
+                          "--labels-dir, --label-offset and --picture")
+    existing_dir("run_dir", run_dir)
+    input_settings(run_dir)
+    start_tensorflow_quietly()
+    rotated = args.eval_rotation == "so3"
+    result = evaluate_test_split(run_dir, keep_meshes=0, rotation_seed=0 if rotated else None)
+    print(f"{run_dir}: test split ({result['num_meshes']} meshes"
+          f"{', each turned by a random rotation (seed 0)' if rotated else ''}): accuracy "
+          f"{result['accuracy']:.4f}, mean IoU {result['mean_iou']:.4f}")
+
+
 @command
 def main(argv: Optional[List[str]] = None) -> None:
     """Command-line entry point.
@@ -406,9 +461,14 @@ def main(argv: Optional[List[str]] = None) -> None:
     one line naming the failed meshes and exit status 4 (`DataError`).
     """
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("paths", nargs="+", metavar="[RUN_DIR] MESH",
+    parser.add_argument("paths", nargs="*", metavar="[RUN_DIR] MESH",
                         help="a run directory with model.keras (not with --pretrained), then "
                              "mesh files trimesh reads (OFF, PLY, OBJ, ...)")
+    parser.add_argument("--test-split", action="store_true",
+                        help="score the run's test split (its records) instead of mesh files")
+    parser.add_argument("--eval-rotation", choices=("none", "so3"), default="none",
+                        help="with --test-split: turn each test mesh by a seeded random "
+                             "rotation first (data.eval_rotation)")
     parser.add_argument("--pretrained", metavar="NAME",
                         help=f"a model shipped with meshseg instead of a run directory: "
                              f"{', '.join(pretrained_names()) or 'none'}")
@@ -423,8 +483,15 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace outputs of an earlier call in --out")
     args = parser.parse_args(argv)
+    if args.test_split:
+        score_test_split(args)
+        return
+    if args.eval_rotation != "none":
+        raise ConfigError("--eval-rotation: only with --test-split")
     if args.pretrained:
         run_dir, meshes = pretrained_run_dir(args.pretrained), args.paths
+        if not meshes:
+            raise ConfigError("give mesh files to predict, or --test-split")
     elif len(args.paths) < 2:
         raise ConfigError("give a run directory and at least one mesh file, or "
                           "--pretrained NAME and mesh files")

@@ -163,6 +163,56 @@ def test_test_split_evaluation_equals_the_runs_eval_accuracy(trained_run, tiny_d
     assert result["confusion"].sum() == sum(len(m["labels"]) for m in read_meshes([tiny_dataset["test"]]))
 
 
+def test_the_test_split_is_scored_from_the_command_line_upright_and_rotated(trained_run, capsys,
+                                                                           monkeypatch):
+    import meshseg.data.pipeline
+
+    seeds = []  # the pipeline's rotation (tests/data: positions and normals turn together)
+    original = meshseg.data.pipeline.make_dataset
+    monkeypatch.setattr(meshseg.data.pipeline, "make_dataset", lambda *args, **kwargs: (
+        seeds.append(kwargs["rotation_seed"]), original(*args, **kwargs))[1])
+    upright = evaluate_test_split(str(trained_run), keep_meshes=0)
+    rotated = evaluate_test_split(str(trained_run), keep_meshes=0, rotation_seed=0)
+    assert seeds == [None, 0]
+    assert rotated["confusion"].sum() == upright["confusion"].sum()
+    assert rotated["meshes"] == []
+    for options, result, turned in (([], upright, ""),
+                                     (["--eval-rotation", "so3"], rotated,
+                                      ", each turned by a random rotation (seed 0)")):
+        main([str(trained_run), "--test-split", *options])
+        assert capsys.readouterr().out.strip() == (
+            f"{trained_run}: test split (2 meshes{turned}): accuracy {result['accuracy']:.4f}, "
+            f"mean IoU {result['mean_iou']:.4f}")
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--test-split"], "--test-split takes a run directory"),
+    (["RUN", "mesh.ply", "--test-split"], "--test-split takes a run directory"),
+    (["RUN", "--test-split", "--picture"], "leave out --labels-dir"),
+    (["RUN", "MESH", "--eval-rotation", "so3"], "--eval-rotation: only with --test-split"),
+])
+def test_test_split_options_that_do_not_fit_are_refused(trained_run, test_mesh_files, arguments,
+                                                        message, capsys):
+    arguments = [{"RUN": str(trained_run), "MESH": str(test_mesh_files[0])}.get(a, a)
+                 for a in arguments]
+    with pytest.raises(SystemExit) as exit_info:
+        main(arguments)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_test_split_whose_shards_are_gone_is_named(trained_run, tmp_path, capsys):
+    copy = tmp_path / "run"
+    shutil.copytree(trained_run, copy)
+    summary = json.loads((copy / "summary.json").read_text())
+    summary["test_files"] = [str(tmp_path / "gone.tfrecords")]
+    (copy / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(copy), "--test-split"])
+    assert exit_info.value.code == DataError.exit_code
+    assert f"{tmp_path / 'gone.tfrecords'}: a test shard of the run" in capsys.readouterr().err
+
+
 def test_input_settings_come_from_the_runs_settings_and_summary(trained_run, tiny_dataset):
     assert input_settings(str(trained_run)) == InputSettings(
         num_classes=6, inputs=MeshInputs(center="mean", scale="none"), coarsening=4.0,
