@@ -251,6 +251,16 @@ def convert(dataset: Dataset, folder: Path) -> None:
           + (f" in {data.cache_dir}" if data.cache_dir else ""))
 
 
+def train_command(dataset, folder: Path) -> str:
+    """The train.py command that trains on `dataset` downloaded to `folder`: its experiment,
+    and `data.root` and the data set's overrides where the experiment's own root is
+    another copy (it has overrides, or `folder` is not `datasets/<name>`)."""
+    root_override = ("" if folder == Path("datasets") / dataset.name and not dataset.overrides
+                     else f" data.root={folder}")
+    return (f"python train.py experiment={dataset.experiment}{root_override}"
+            + "".join(f" {override}" for override in dataset.overrides))
+
+
 def list_datasets() -> str:
     """A table of the data sets: name, download size (and size on disk; "unknown" for
     archives never fetched where the registry was written), licence, whether
@@ -261,7 +271,7 @@ def list_datasets() -> str:
                 if dataset.download_mb else "unknown")
         terms = "--accept-license" if dataset.terms else "-"
         rows.append((dataset.name, size, dataset.license, terms,
-                     f"python train.py experiment={dataset.experiment}"))
+                     train_command(dataset, Path("datasets") / dataset.name)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip()
                      for row in rows)
@@ -298,12 +308,7 @@ def main(argv: Optional[list] = None) -> None:
     folder = download(dataset, Path(args.root), args.accept_license)
     if not args.no_convert:
         convert(dataset, folder)
-    default_root = Path("datasets") / dataset.name
-    # With overrides, the experiment's own root is another copy: name this one.
-    root_override = ("" if folder == default_root and not dataset.overrides
-                     else f" data.root={folder}")
-    print(f"train: python train.py experiment={dataset.experiment}{root_override}"
-          + "".join(f" {override}" for override in dataset.overrides))
+    print(f"train: {train_command(dataset, folder)}")
 
 
 if __name__ == "__main__":

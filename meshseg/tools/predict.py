@@ -502,7 +502,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     start_tensorflow_quietly()
     result = predict_files(run_dir, meshes, args.out, args.labels_dir, args.label_offset,
                            args.overwrite, args.picture)
-    print(f"wrote {len(result.written)} predictions to {args.out}")
+    print(f"wrote {len(result.written)} prediction{'' if len(result.written) == 1 else 's'} "
+          f"to {args.out}")
     for path, accuracy in result.accuracies.items():
         print(f"{path}: accuracy {accuracy:.4f}")
     for path, reason in result.failures.items():

@@ -221,6 +221,10 @@ def test_the_list_names_every_data_set_with_size_licence_and_an_existing_experim
         assert dataset.license in line and f"experiment={dataset.experiment}" in line
         assert (PROJECT / "conf" / "experiment" / f"{dataset.experiment}.yaml").is_file()
     assert "656 MB" in listing  # the RNA set's size from its manifest
+    # the command that trains on the download as the list shows it, overrides included
+    rna = next(row for row in listing.splitlines() if row.startswith("rna "))
+    assert rna.endswith("python train.py experiment=rna_full data.root=datasets/rna "
+                        "data.meshes=off")
     assert CONFIG_DIR == PROJECT / "conf"  # the experiments the downloader composes
 
 

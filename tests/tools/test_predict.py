@@ -294,7 +294,7 @@ def test_outputs_of_an_earlier_call_are_replaced_only_with_overwrite(trained_run
     (tmp_path / "part.off").write_text(TETRAHEDRON_OFF)
     command = [str(trained_run), str(tmp_path / "part.off"), "--out", str(tmp_path / "out")]
     main(command)
-    assert capsys.readouterr().out == f"wrote 1 predictions to {tmp_path / 'out'}\n"
+    assert capsys.readouterr().out == f"wrote 1 prediction to {tmp_path / 'out'}\n"
     (tmp_path / "out" / "part.txt").write_text("kept\n")
     with pytest.raises(SystemExit) as exit_info:
         main(command)
@@ -303,7 +303,7 @@ def test_outputs_of_an_earlier_call_are_replaced_only_with_overwrite(trained_run
                                        "part.txt; pass --overwrite to replace them\n")
     assert (tmp_path / "out" / "part.txt").read_text() == "kept\n"
     main(command + ["--overwrite"])
-    assert capsys.readouterr().out == f"wrote 1 predictions to {tmp_path / 'out'}\n"
+    assert capsys.readouterr().out == f"wrote 1 prediction to {tmp_path / 'out'}\n"
     assert len(np.loadtxt(tmp_path / "out" / "part.txt")) == 4
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["part.ply", "part.txt"]
 
