@@ -17,7 +17,7 @@ import argparse
 import statistics
 import sys
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from meshseg.cli import at_least, command
 from meshseg.console import start_tensorflow_quietly
@@ -25,7 +25,7 @@ from meshseg.tools.bench import MODELS, PRECISIONS
 from meshseg.tools.bench_worker import ICOSPHERE_SIZES
 
 
-def alternate(steps: Dict[str, callable], batch, rounds: int) -> Dict[str, List[float]]:
+def alternate(steps: Dict[str, Callable], batch, rounds: int) -> Dict[str, List[float]]:
     """Per variant, the wall times (ms) of `rounds` steps on `batch` (features, labels),
     the variants alternated and their order reversed every other round."""
     times = {name: [] for name in steps}
