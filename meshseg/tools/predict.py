@@ -242,9 +242,7 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3,
                                  settings.num_classes)
     meshes = []
     for index, mesh in enumerate(read_meshes(settings.test_files)):
-        if rotation_seed is not None:
-            break
-        if index >= keep_meshes:
+        if rotation_seed is not None or index >= keep_meshes:
             break
         predictions = predict_labels(model, mesh["vertices"], mesh["triangles"], settings)
         meshes.append({**mesh, "predictions": predictions})
