@@ -15,10 +15,13 @@ stored features, hierarchy levels and coarsening included). A cache whose stamp 
 from the current source or settings is rebuilt: changing `data.features` to [xyz, hks] or
 `data.levels` reconverts the folder once (into the same `cache_dir`). The build happens in a
 temporary sibling folder that is renamed into place only when complete, so an
-interrupted build is never reused. Conversion is strict: a bad mesh fails the
+interrupted build is never reused, and under an exclusive lock on a hidden sibling file
+(`.<cache name>.lock`, POSIX `flock`), so runs started together convert once: the others
+wait and then read the finished cache. Conversion is strict: a bad mesh fails the
 build with its file name.
 """
 
+import fcntl
 import json
 import shutil
 import tempfile
@@ -206,13 +209,25 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
               for split, paths in pairs.items()}
     result = {split: shard_paths(cache_dir / split, shards[split]) for split in pairs}
     result["num_classes"] = source.num_classes
-    existing = _read_stamp(cache_dir)
-    if existing == stamp:
+    if _read_stamp(cache_dir) == stamp:
         return result
+    cache_dir.parent.mkdir(parents=True, exist_ok=True)
+    # Runs started together convert one at a time: the next finds the cache built.
+    with open(cache_dir.parent / f".{cache_dir.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        existing = _read_stamp(cache_dir)
+        if existing != stamp:
+            _build(source, pairs, shards, stamp, cache_dir, existing, workers,
+                   descriptor_cache)
+    return result
+
+
+def _build(source: MeshFolder, pairs: dict, shards: dict, stamp: dict, cache_dir: Path,
+           existing: dict | None, workers: int, descriptor_cache: str | None) -> None:
+    """Converts `pairs` into `cache_dir` (see `prepare_mesh_folder`), replacing a cache of
+    other settings (`existing`, its stamp) only once the new one is complete."""
     if cache_dir.exists() and any(cache_dir.iterdir()) and existing is None:
         raise ConfigError(f"{cache_dir} is not empty and is not a meshseg conversion cache")
-
-    cache_dir.parent.mkdir(parents=True, exist_ok=True)
     build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-", dir=cache_dir.parent))
     try:
         for split in pairs:
@@ -229,4 +244,3 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
     except BaseException:
         shutil.rmtree(build_dir, ignore_errors=True)
         raise
-    return result

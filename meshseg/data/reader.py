@@ -76,14 +76,19 @@ class BadRecordLog:
 def per_file_version(function):
     """Caches `function(path, *args)` once per process and file version (the file's size
     and modification time), so start-up scans and every `make_dataset` call share one read
-    of a shard until it changes. The cache is the wrapper's `cache`."""
+    of a shard until it changes. The cache is the wrapper's `cache`. A shard that no longer
+    exists raises `DataError` naming it."""
     @functools.lru_cache(maxsize=1024)
     def cache(path: str, size: int, mtime_ns: int, *args):
         return function(path, *args)
 
     @functools.wraps(function)
     def cached(path, *args):
-        stat = os.stat(path)
+        try:
+            stat = os.stat(path)
+        except FileNotFoundError:
+            raise DataError(f"{path}: the shard is gone (removed after the run listed it: "
+                            "by another run rebuilding its cache, or by hand)") from None
         return cache(str(path), stat.st_size, stat.st_mtime_ns, *args)
 
     cached.cache = cache

@@ -233,3 +233,18 @@ def test_a_damaged_compressed_shard_keeps_the_records_before_the_damage(tmp_path
     assert read == list(range(len(read))) and 0 < len(read) < 4
     assert bad_records.count == 1
     assert "the rest of the shard is unreadable" in bad_records.messages[0]
+
+
+@pytest.mark.parametrize("reader", ["check_shard", "stored_adjacency", "geometry_digests",
+                                    "shard_compression"])
+def test_a_shard_that_is_gone_is_named_in_one_line(tmp_path, reader):
+    """A shard removed after a run listed it (another run rebuilt the conversion cache) was
+    a FileNotFoundError traceback from the split scan; every per-shard reader now names it."""
+    import meshseg.data.reader as readers
+    from meshseg.errors import DataError
+
+    gone = tmp_path / "train-00001-of-00004.tfrecords"
+    with pytest.raises(DataError, match=rf"^{gone}: the shard is gone \(removed after the run "
+                                        r"listed it"):
+        argument = [str(gone)] if reader == "stored_adjacency" else str(gone)  # a list
+        getattr(readers, reader)(argument)

@@ -135,3 +135,37 @@ def test_eval_rotation_turns_positions_and_normals_together_and_leaves_hks(
 def test_eval_rotation_accepts_none_and_so3_only(tiny_dataset, tmp_path):
     with pytest.raises(ConfigError, match="data.eval_rotation"):
         train_tiny(tiny_config(tiny_dataset, "data.eval_rotation=up"), tmp_path / "run")
+
+
+def test_runs_started_together_convert_a_cache_once_and_all_read_it(mesh_folder, tmp_path,
+                                                                    monkeypatch):
+    """Two runs that change a cache's settings at once (here: both add the validation
+    split) used to convert side by side, the later rename removing the shards the other
+    run had started to read (FileNotFoundError). The conversion is now locked."""
+    import threading
+    import time
+
+    import meshseg.data.prepare as prepare
+
+    cache = tmp_path / "cache"
+    prepare_mesh_folder(MeshFolder(str(mesh_folder), "meshes", "labels", 6), cache)
+    source = MeshFolder(str(mesh_folder), "meshes", "labels", 6, validation=3)
+    builds, convert = [], prepare.convert_split
+
+    def slow_convert(*args, **kwargs):
+        builds.append(args[2].name)
+        time.sleep(0.2)  # wide enough for the other thread to arrive while this builds
+        return convert(*args, **kwargs)
+
+    monkeypatch.setattr(prepare, "convert_split", slow_convert)
+    results = []
+    threads = [threading.Thread(target=lambda: results.append(prepare_mesh_folder(source, cache)))
+               for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(builds) == ["test", "train", "validation"]  # one build, not two
+    assert results[0] == results[1]
+    assert all(Path(path).is_file() for split in ("train", "validation", "test")
+               for path in results[0][split])
