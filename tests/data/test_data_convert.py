@@ -226,7 +226,8 @@ def test_rna_cache_is_reused_and_rebuilt_when_the_source_changes(rna_subset, tmp
     built_at = Path(first["train"][0]).stat().st_mtime_ns
     assert prepare_rna_sample(rna_subset, cache) == first
     assert Path(first["train"][0]).stat().st_mtime_ns == built_at
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["cache", "rna"]
+    # no build folder is left, only the cache and the lock runs convert it under
+    assert sorted(path.name for path in tmp_path.iterdir()) == [".cache.lock", "cache", "rna"]
 
     test_name = (rna_subset / "test.txt").read_text().split()[0]
     (rna_subset / "train.txt").write_text(f"{(rna_subset / 'train.txt').read_text()}{test_name}\n")
