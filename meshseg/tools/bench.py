@@ -36,13 +36,13 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from meshseg.cli import at_least, command, output_dir
-from meshseg.config import MAX_THREADS
+from meshseg.config import MAX_THREADS, MODELS
+from meshseg.config import PRECISIONS as RUN_PRECISIONS
 from meshseg.console import start_tensorflow_quietly
 from meshseg.tools.bench_worker import ICOSPHERE_SIZES
 from meshseg.tools.roofline import MODES
 
-MODELS = ("demo", "feastnet_unet")
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+PRECISIONS = tuple(name for name in RUN_PRECISIONS if name != "auto")  # policies, not a choice
 
 
 def _run_worker(job: Dict, timeout: float) -> Dict:
@@ -175,17 +175,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"{peaks[precision].get('bandwidth_gbs', 0):.1f} GB/s "
               f"{peaks[precision].get('error', '')}", file=sys.stderr)
     rows = []
+    # The U-Net's meshes are real: its V is its batch's (the worker's batch_vertices).
     configs = [dict(model=model, precision=precision, num_vertices=num_vertices, mode=mode,
-                    threads=threads, inter_op_threads=inter_op_threads, jit=jit, impl=impl)
-               for model, precision, num_vertices, mode, threads, inter_op_threads, jit, impl
-               in itertools.product(args.model, args.precision, args.num_vertices, modes,
-                                    args.threads, args.inter_op_threads, jits, args.impl)
-               if model == "demo" or num_vertices == args.num_vertices[0]]
+                    threads=threads, inter_op_threads=inter_op_threads, jit=jit, impl=impl,
+                    batch_size=args.batch_size,
+                    num_layers=args.num_layers if model == "demo" else None)
+               for model in args.model
+               for precision, num_vertices, mode, threads, inter_op_threads, jit, impl
+               in itertools.product(args.precision,
+                                    args.num_vertices if model == "demo" else [None], modes,
+                                    args.threads, args.inter_op_threads, jits, args.impl)]
     for index, config in enumerate(configs, 1):
-        config.update(batch_size=args.batch_size,
-                      num_layers=args.num_layers if config["model"] == "demo" else None)
-        if config["model"] != "demo":
-            config["num_vertices"] = None  # the batch's, reported as batch_vertices
         job = dict(config, kind="step", num_classes=args.num_classes, warmup=args.warmup,
                    repeats=args.repeats, overrides=args.overrides)
         start = time.perf_counter()

@@ -70,21 +70,21 @@ def _reset_peak_rss() -> bool:
 def make_step(model, mode: str, jit: bool, precision: str):
     """One step `(features, labels) -> tensor to sync on`, built from the application's
     own functions: `forward` is the evaluation's predict step, `train` the run's
-    `TrainStep` (default strategy, Adam, with loss scaling under mixed_float16 as a run
-    has), `backward` its forward and backward pass without the update."""
-    import keras
+    `TrainStep` (default strategy, the run's Adam from `build_optimizer`, with its loss
+    scaling under mixed_float16), `backward` its forward and backward pass without the
+    update."""
     import tensorflow as tf
 
     from meshseg.batch import without_mesh_ids
+    from meshseg.config import OptimizerConfig
     from meshseg.train.evaluate import make_predict_step
+    from meshseg.train.run import build_optimizer
     from meshseg.train.step import TrainStep
 
     if mode == "forward":
         predict = make_predict_step(model, jit)
         return lambda features, labels: predict(without_mesh_ids(features))
-    optimizer = keras.optimizers.Adam(1e-3)
-    if precision == "mixed_float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    optimizer = build_optimizer(model, OptimizerConfig(learning_rate=1e-3), precision, steps=1)
     train_step = TrainStep(model, optimizer, jit, tf.distribute.get_strategy())
     if mode == "train":
         return lambda features, labels: train_step(features, labels)[0]
