@@ -196,6 +196,7 @@ class ModelConfig:
     convs_per_level: int = 2  # feastnet_unet: FeaSt convolutions per level and direction
     dropout: float = 0.0  # feastnet_unet: dropout rate before the classifier
     output_level: int = 0  # feastnet_unet: the level the classifier runs on, carried back to 0
+    fine_head_channels: int = 0  # feastnet_unet, output_level > 0: the fine head's width (0: none)
     input_skip: bool = False  # feastnet_unet: the inputs also feed the classifier head
     hidden_layers: int = 1  # feastnet_unet: hidden 1x1 convolutions in the classifier head
     global_skip: bool = False  # feastnet_unet: the global mesh feature also feeds the head
@@ -327,7 +328,8 @@ INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, MAX_THREADS),
                   "inter_op_threads": (0, MAX_THREADS), "summaries.meshes": (0, None),
                   "strategy.port_base": (1, 65535), "data.levels": (0, 8),
                   "optimizer.warmup_steps": (0, None), "profile_steps": (0, None),
-                  "model.output_level": (0, None), "data.validation_meshes": (0, None),
+                  "model.output_level": (0, None), "model.fine_head_channels": (0, None),
+                  "data.validation_meshes": (0, None),
                   "data.validation_seed": (0, 2**32 - 1),
                   "data.eval_rotation_seed": (0, 2**63 - 1),
                   **{key: (1, None) for key in COUNTS}}
@@ -422,6 +424,10 @@ def check(config: TrainConfig) -> None:
     if not 0 <= config.model.output_level <= coarsest:
         raise ConfigError(f"model.output_level must be a level of model={config.model.name}, "
                           f"0 to {coarsest}, got {config.model.output_level}")
+    if config.model.fine_head_channels and not config.model.output_level:
+        raise ConfigError(f"model.fine_head_channels={config.model.fine_head_channels} corrects "
+                          f"logits carried back from a coarser level: set model.output_level "
+                          f">= 1, or model.fine_head_channels=0")
     for key in ("model.dropout", "loss.label_smoothing", "optimizer.weight_decay"):
         if not 0 <= _value(config, key) < 1:
             raise ConfigError(f"{key} must be in [0, 1), got {_value(config, key)}")

@@ -10,14 +10,15 @@ from meshseg.nn.unet import FeaStUNet
 
 NETWORKS = {"demo": MeshSegmentationNet, "feastnet_unet": FeaStUNet}
 # The `meshseg.config.ModelConfig` fields each network takes (the demo has no
-# convs_per_level, dropout, output_level, input_skip, hidden_layers or the global_ options).
+# convs_per_level, dropout, output_level, fine_head_channels, input_skip, hidden_layers or
+# the global_ options).
 NETWORK_SETTINGS = {
     "demo": ("num_weight_matrices", "input_channels", "conv_channels", "hidden_channels",
              "translation_invariant"),
     "feastnet_unet": ("num_weight_matrices", "input_channels", "conv_channels",
                       "hidden_channels", "translation_invariant", "convs_per_level", "dropout",
-                      "output_level", "input_skip", "hidden_layers", "global_skip",
-                      "global_scale"),
+                      "output_level", "fine_head_channels", "input_skip", "hidden_layers",
+                      "global_skip", "global_scale"),
 }
 
 

@@ -191,11 +191,48 @@ def test_output_level_classifies_a_coarse_level_and_gives_every_mesh_vertex_its_
 
 @pytest.mark.parametrize("settings", [dict(conv_channels=()), dict(convs_per_level=0),
                                       dict(dropout=1.0), dict(output_level=3),
-                                      dict(output_level=-1), dict(hidden_layers=0)])
+                                      dict(output_level=-1), dict(hidden_layers=0),
+                                      dict(fine_head_channels=4),
+                                      dict(output_level=1, fine_head_channels=-1)])
 def test_refuses_empty_levels_no_blocks_dropout_one_a_missing_output_level_and_no_head(
         settings):
     with pytest.raises(ValueError, match="FeaStUNet"):
         FeaStUNet(impl="gather_matmul", **{**SMALL_NET, **settings})
+
+
+def test_the_fine_head_starts_at_the_carried_back_logits_and_then_separates_siblings():
+    coarse = built_net(output_level=1, input_skip=True)
+    fine = built_net(output_level=1, input_skip=True, fine_head_channels=8)
+    fine_only = {"fine_from_coarse", "fine_hidden", "fine_out"}
+    shared = [w for w in fine.weights if w.path.split("/")[1] not in fine_only]
+    def local(weight):  # the path inside the network
+        return weight.path.split("/", 1)[1]
+
+    assert [local(w) for w in shared] == [local(w) for w in coarse.weights]
+    coarse.set_weights([w.numpy() for w in shared])
+    assert_close_to_max(fine(batch()), coarse(batch()), 1e-6)  # fine_out starts at zero
+    features = batch()
+    labels = tf.constant(np.tile((np.arange(63) % 2).astype(np.int32), (2, 1)))  # siblings differ
+    optimizer = keras.optimizers.Adam(0.01)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    for _ in range(30):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(labels, fine(features, training=True))
+        optimizer.apply_gradients(zip(tape.gradient(loss, fine.trainable_weights),
+                                      fine.trainable_weights))
+    logits = fine(features).numpy()
+    parents = features[level_key(1, "parents")].numpy()
+    count = int(features["num_vertices"][0])
+    siblings = [logits[0, :count][parents[0, :count] == p] for p in np.unique(parents[0, :count])]
+    assert any(np.ptp(group, axis=0).max() > 1e-3 for group in siblings if len(group) > 1)
+    reference = built_net(output_level=1, input_skip=True, fine_head_channels=8,
+                          precision="float64", weights=fine.get_weights())
+    logits, gradients = logits_and_gradients(fine, batch())
+    expected, expected_gradients = logits_and_gradients(reference, batch())
+    assert_close_to_max(logits, expected, OUTPUT_RTOL)
+    for got, want in zip(gradients, expected_gradients):
+        assert_close_to_max(got, want, GRADIENT_RTOL)
+    assert_close_to_max(tf.function(fine, jit_compile=True)(batch()), fine(batch()), 1e-5)
 
 
 def test_a_few_adam_steps_lower_the_loss_on_one_mesh():
