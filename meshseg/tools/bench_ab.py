@@ -1,13 +1,17 @@
-"""A one-process A/B of the training step: two variants of one network (precisions or
-implementations) built side by side and timed alternately, step by step, on the same
-batch, so that both see the same machine state (load, clocks, caches) and the comparison
-does not depend on which process ran when.
+"""A one-process A/B of the training step: two variants of one network (precisions,
+implementations or settings) built side by side and timed alternately, step by step, on
+the same batch, so that both see the same machine state (load, clocks, caches) and the
+comparison does not depend on which process ran when.
 
     python -m meshseg.tools.bench_ab --model feastnet_unet --precision float32,mixed_bfloat16
     python -m meshseg.tools.bench_ab --model demo --num_vertices 10242 --batch_size 8 \\
         --impl gather_matmul,block_sparse
+    python -m meshseg.tools.bench_ab --model feastnet_unet --precision float32 \\
+        --overrides experiment=rna_full --overrides_b model.output_level=1
 
-Exactly one of `--precision` and `--impl` lists two values; the other takes one. The
+B differs from A in one or more of: the second of two `--precision` values, the second of
+two `--impl` values, and `--overrides_b` (feastnet_unet: train.py overrides added to B's,
+e.g. a network setting; overrides that change the data give B its own batch). The
 networks, batches and steps are the benchmark's own (`meshseg.tools.bench_worker`:
 `model_and_batch`, `make_step`, the application's `TrainStep`). Prints each variant's
 median and fastest step (ms) and the ratio B / A of the medians.
@@ -25,17 +29,29 @@ from meshseg.tools.bench import MODELS, PRECISIONS
 from meshseg.tools.bench_worker import ICOSPHERE_SIZES
 
 
-def alternate(steps: Dict[str, Callable], batch, rounds: int) -> Dict[str, List[float]]:
-    """Per variant, the wall times (ms) of `rounds` steps on `batch` (features, labels),
-    the variants alternated and their order reversed every other round."""
+def alternate(steps: Dict[str, Callable], batches: Dict[str, tuple], rounds: int
+              ) -> Dict[str, List[float]]:
+    """Per variant, the wall times (ms) of `rounds` steps on its batch (features, labels)
+    in `batches`, the variants alternated and their order reversed every other round."""
     times = {name: [] for name in steps}
     order = list(steps)
     for index in range(rounds):
         for name in (order if index % 2 == 0 else order[::-1]):
             start = time.perf_counter()
-            steps[name](*batch).numpy()
+            steps[name](*batches[name]).numpy()
             times[name].append(1e3 * (time.perf_counter() - start))
     return times
+
+
+def variant_name(letter: str, variants: Dict[str, tuple]) -> str:
+    """What sets variant `letter` ("A" or "B") of {letter: (precision, impl, overrides)}
+    apart: its precision and implementation where they differ, and for B its own
+    overrides, e.g. "mixed_bfloat16 model.output_level=1"; "A" or "B" alone where nothing
+    but the other's overrides differ."""
+    own, other = variants[letter], variants["B" if letter == "A" else "A"]
+    parts = [own[index] for index in (0, 1) if own[index] != other[index]]
+    parts += [item for item in own[2] if item not in other[2]]
+    return " ".join(parts) or letter
 
 
 @command
@@ -60,33 +76,42 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--rounds", type=at_least(1), default=12, help="timed steps each")
     parser.add_argument("--overrides", nargs="*", default=[],
                         help="feastnet_unet: train.py overrides of its data and network")
+    parser.add_argument("--overrides_b", nargs="*", default=[],
+                        help="feastnet_unet: overrides added to variant B's")
     args = parser.parse_args(argv)
     precisions, impls = args.precision.split(","), args.impl.split(",")
-    if sorted([len(precisions), len(impls)]) != [1, 2]:
-        parser.error("give two values to exactly one of --precision and --impl")
+    if max(len(precisions), len(impls)) > 2:
+        parser.error("--precision and --impl take one or two values each")
+    if args.overrides_b and args.model != "feastnet_unet":
+        parser.error("--overrides_b: only model=feastnet_unet takes overrides")
+    variants = {"A": (precisions[0], impls[0], args.overrides),
+                "B": (precisions[-1], impls[-1], args.overrides + args.overrides_b)}
+    if variants["A"] == variants["B"]:
+        parser.error("B must differ from A: give two --precision or --impl values, or "
+                     "--overrides_b")
     for name, values, choices in (("--precision", precisions, PRECISIONS),
                                   ("--impl", impls, IMPLEMENTATIONS)):
         unknown = [value for value in values if value not in choices]
         if unknown:
             parser.error(f"{name}: unknown {', '.join(unknown)}; choose from {', '.join(choices)}")
 
-    steps, batch = {}, None
-    for precision in precisions:
-        for impl in impls:
-            job = dict(model=args.model, precision=precision, impl=impl, jit=args.jit,
-                       batch_size=args.batch_size, num_vertices=args.num_vertices,
-                       num_layers=args.num_layers, num_classes=args.num_classes,
-                       overrides=args.overrides)
-            model, features, labels = model_and_batch(job)
-            batch = batch or (features, labels)
-            step = make_step(model, "train", args.jit, precision)
-            for _ in range(2):  # trace (compile) and warm up
-                step(*batch).numpy()
-            steps[precision if len(precisions) == 2 else impl] = step
-    times = alternate(steps, batch, args.rounds)
+    steps, batches = {}, {}
+    for letter, (precision, impl, overrides) in variants.items():
+        job = dict(model=args.model, precision=precision, impl=impl, jit=args.jit,
+                   batch_size=args.batch_size, num_vertices=args.num_vertices,
+                   num_layers=args.num_layers, num_classes=args.num_classes,
+                   overrides=overrides)
+        model, features, labels = model_and_batch(job)
+        name = variant_name(letter, variants)
+        batches[name] = (features, labels)
+        steps[name] = make_step(model, "train", args.jit, precision)
+        for _ in range(2):  # trace (compile) and warm up
+            steps[name](*batches[name]).numpy()
+    times = alternate(steps, batches, args.rounds)
     (a, b) = [statistics.median(times[name]) for name in steps]
-    print(f"{args.model}, batch {args.batch_size} x {int(batch[0]['vertices'].shape[1])} "
-          f"vertices, {args.rounds} alternated train steps each:")
+    vertices = int(next(iter(batches.values()))[0]["vertices"].shape[1])
+    print(f"{args.model}, batch {args.batch_size} x {vertices} vertices, "
+          f"{args.rounds} alternated train steps each:")
     for name, values in times.items():
         print(f"  {name}: median {statistics.median(values):.1f} ms, fastest {min(values):.1f} ms")
     print(f"  {' / '.join(reversed(list(steps)))}: {b / a:.3f}")

@@ -24,7 +24,7 @@ class FakeStep:
 def test_the_variants_alternate_and_swap_their_order_every_other_round():
     calls = []
     times = bench_ab.alternate({"a": FakeStep("a", calls), "b": FakeStep("b", calls)},
-                               (None, None), rounds=3)
+                               {"a": (None, None), "b": (None, None)}, rounds=3)
     assert calls == ["a", "b", "b", "a", "a", "b"]
     assert [len(values) for values in times.values()] == [3, 3]
     assert all(value >= 0 for values in times.values() for value in values)
@@ -40,11 +40,23 @@ def test_two_implementations_of_the_demo_are_timed_on_one_batch(capsys):
     assert re.fullmatch(r"  gather_sum / gather_matmul: [\d.]+", lines[3])
 
 
+def test_variants_are_named_by_what_sets_them_apart():
+    variants = {"A": ("float32", "gather_matmul", ["experiment=rna_full"]),
+                "B": ("mixed_bfloat16", "gather_matmul",
+                      ["experiment=rna_full", "model.output_level=1"])}
+    assert bench_ab.variant_name("A", variants) == "float32"
+    assert bench_ab.variant_name("B", variants) == "mixed_bfloat16 model.output_level=1"
+    variants["B"] = ("float32", "gather_matmul", ["experiment=rna_full", "model.dropout=0.1"])
+    assert bench_ab.variant_name("A", variants) == "A"
+    assert bench_ab.variant_name("B", variants) == "model.dropout=0.1"
+
+
 @pytest.mark.parametrize("options, message", [
-    (["--precision", "float32", "--impl", "gather_matmul"], "exactly one"),
-    (["--precision", "float32,mixed_bfloat16", "--impl", "gather_matmul,gather_sum"],
-     "exactly one"),
+    (["--precision", "float32", "--impl", "gather_matmul"], "B must differ from A"),
+    (["--precision", "float32,float32"], "B must differ from A"),
+    (["--precision", "float32,mixed_bfloat16,mixed_float16"], "one or two values"),
     (["--precision", "float32,bfloat16"], "unknown bfloat16"),
+    (["--model", "demo", "--overrides_b", "model.output_level=1"], "only model=feastnet_unet"),
 ])
 def test_a_comparison_of_other_than_two_variants_is_a_usage_error(options, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
