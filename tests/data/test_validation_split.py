@@ -15,6 +15,7 @@ from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import make_dataset
 from meshseg.data.prepare import MeshFolder, prepare_mesh_folder, validation_entries
 from meshseg.errors import ConfigError
+from meshseg.nn.unet import FeaStUNet
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +131,26 @@ def test_eval_rotation_turns_positions_and_normals_together_and_leaves_hks(
         assert not np.allclose(rotation, np.eye(3), atol=1e-2)
         rotations.append(rotation)
     assert not np.allclose(rotations[0], rotations[1], atol=1e-2)  # one per mesh
+
+
+def test_an_hks_only_unet_scores_a_turned_mesh_as_it_scores_it_upright(mesh_folder, tmp_path):
+    """experiment=rna_full_hks's claim: the HKS, the hierarchy and FeaStNet's v = -u
+    convolutions of it do not change when a mesh turns, so neither do the logits."""
+    source = MeshFolder(str(mesh_folder), "meshes", "labels", 6, features=("hks",), levels=2)
+    files = prepare_mesh_folder(source, tmp_path / "cache")["test"]
+    inputs = MeshInputs.of(DataConfig(name="t", source="tfrecords", num_classes=6,
+                                      features=["hks"], levels=2))
+    upright, turned = (list(make_dataset(files, batch_size=1, training=False, inputs=inputs,
+                                         rotation_seed=seed)) for seed in (None, 7))
+    net = FeaStUNet(num_classes=6, impl="gather_matmul", num_weight_matrices=3,
+                    input_channels=8, conv_channels=(8, 12, 16), hidden_channels=16,
+                    convs_per_level=1, input_width=16, input_skip=True, global_skip=True,
+                    global_scale=True)
+    for (plain, _), (rotated, _) in zip(upright, turned):
+        assert not np.allclose(plain["vertices"], rotated["vertices"], atol=1e-2)
+        logits = net(plain).numpy()
+        np.testing.assert_allclose(net(rotated).numpy(), logits,
+                                   atol=1e-5 * np.abs(logits).max())
 
 
 def test_eval_rotation_accepts_none_and_so3_only(tiny_dataset, tmp_path):
