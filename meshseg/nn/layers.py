@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from meshseg.batch import NeighborTable
 from meshseg.nn.ops import FLOAT32_IMPLS, NEIGHBOR_TABLE_IMPLS, get_implementation
-from meshseg.nn.ops.vertex_matmul import vertex_dense
+from meshseg.nn.ops.vertex_matmul import vertex_matmul
 
 
 @keras.saving.register_keras_serializable(package="meshseg")
@@ -127,8 +127,7 @@ class PointwiseConv1D(keras.layers.Conv1D):
     differs: [N, C] x [C, D] with N = A1 * ... * An vertices instead of a convolution, whose
     gradient w.r.t. the kernel XLA on CPU computes as a convolution over transposed copies
     of the activations (a whole demo train step under XLA took 11-17% longer that way);
-    the matmul is `meshseg.nn.ops.vertex_matmul.vertex_dense` (a faster kernel gradient;
-    bias and ReLU fused into the product).
+    the matmul is `meshseg.nn.ops.vertex_matmul` (a faster kernel gradient).
 
     Call: float [A1, ..., An, C] -> [A1, ..., An, D] (`activation` applied).
 
@@ -145,13 +144,12 @@ class PointwiseConv1D(keras.layers.Conv1D):
 
     def call(self, inputs):
         channels = tf.shape(inputs)[-1]
-        fuse_relu = self.activation is keras.activations.relu
-        flat = vertex_dense(tf.reshape(inputs, [-1, channels]),
-                            tf.cast(self.kernel[0], inputs.dtype),
-                            tf.cast(self.bias, inputs.dtype) if self.use_bias else None,
-                            relu=fuse_relu)
+        flat = vertex_matmul(tf.reshape(inputs, [-1, channels]),
+                             tf.cast(self.kernel[0], inputs.dtype))
+        if self.use_bias:
+            flat = flat + tf.cast(self.bias, inputs.dtype)
         outputs = tf.reshape(flat, tf.concat([tf.shape(inputs)[:-1], [self.filters]], axis=0))
-        return outputs if fuse_relu else self.activation(outputs)
+        return self.activation(outputs)
 
 
 @keras.saving.register_keras_serializable(package="meshseg")
