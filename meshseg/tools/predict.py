@@ -42,6 +42,7 @@ in about a second with one line naming it (`main`).
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 from dataclasses import dataclass
@@ -240,12 +241,10 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3,
                              rotation_seed=rotation_seed)
     confusion = confusion_matrix(make_predict_step(model, jit=False), test_data,
                                  settings.num_classes)
-    meshes = []
-    for index, mesh in enumerate(read_meshes(settings.test_files)):
-        if rotation_seed is not None or index >= keep_meshes:
-            break
-        predictions = predict_labels(model, mesh["vertices"], mesh["triangles"], settings)
-        meshes.append({**mesh, "predictions": predictions})
+    shown = 0 if rotation_seed is not None else keep_meshes  # read no mesh it does not show
+    meshes = [{**mesh, "predictions": predict_labels(model, mesh["vertices"], mesh["triangles"],
+                                                     settings)}
+              for mesh in itertools.islice(read_meshes(settings.test_files), shown)]
     return {"accuracy": float(np.trace(confusion) / max(confusion.sum(), 1)),
             "mean_iou": mean_iou(confusion), "confusion": confusion,
             "num_meshes": sum(len(check_shard(path, skip_bad_records=True,
