@@ -5,7 +5,8 @@ Command line (a maintainer's step, after a benchmark run):
     python -m meshseg.tools.pretrained outputs/<run> --name rna \\
         [--sample data/rna_sample] [--max-mib 10]
 
-copies the run's model.keras, run_config.yaml and summary.json into
+copies the run's model.keras, run_config.yaml and summary.json (its test shards named
+relative to the project root) into
 `meshseg/pretrained/<name>/` (`meshseg.tools.predict.PRETRAINED_DIR`), predicts the
 sample's test meshes (`<sample>/test.txt`, meshes in a subfolder such as `<sample>/ply`,
 labels in `<sample>/labels`) with `meshseg.tools.predict.predict_files` and writes
@@ -20,6 +21,7 @@ the run trained on end the command with one line and exit status 2.
 """
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -104,6 +106,18 @@ def training_command(run_dir: str) -> str:
     return " ".join(["python train.py", *overrides])
 
 
+def shipped_summary(summary: RunSummary) -> RunSummary:
+    """The run's summary as shipped: its test shards named relative to the working
+    directory (the project root, as the run's `data.cache_dir` is), not by the absolute
+    paths of the machine that trained it, so `predict --pretrained NAME --test-split`
+    finds them in a user's checkout once the preset's data is converted there. Shards
+    outside the working directory keep their paths."""
+    inside = [os.path.relpath(path) for path in summary.test_files]
+    return dataclasses.replace(summary, test_files=[
+        rel if not rel.startswith(os.pardir) else path
+        for rel, path in zip(inside, summary.test_files)])
+
+
 def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
             into: Path = PRETRAINED_DIR) -> Path:
     """Copies the run into `into / name` (default: the package's shipped models) and
@@ -126,8 +140,9 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
     check_held_out(run_dir, sample_meshes(sample))
     target = into / name
     target.mkdir(parents=True, exist_ok=True)
-    for file in SHIPPED_FILES:
+    for file in (MODEL_FILE, RUN_CONFIG):
         shutil.copy(Path(run_dir) / file, target / file)
+    shipped_summary(summary).save(str(target))
     results = {
         "command": training_command(run_dir), "steps": summary.steps,
         "test_accuracy": summary.eval_accuracy, "test_mean_iou": summary.eval_mean_iou,

@@ -27,7 +27,8 @@ class RunSummary:
     Attributes:
       impl: the implementation that trained (for impl=auto, the one it chose).
       replicas: replicas in sync under the run's strategy.
-      test_files: absolute paths of the test split's shards.
+      test_files: absolute paths of the test split's shards (in a shipped model,
+        `meshseg.tools.pretrained`: relative to the project root).
       steps: the step the run reached.
       wall_time_s: wall time of the (last) process, s.
       pid: that process' id (each sweep job trains in its own process).

@@ -2,6 +2,7 @@
 (`predict --pretrained NAME`) and reproduces the sample accuracy it recorded."""
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from helpers.runs import tiny_config, train_tiny
 from meshseg.errors import ConfigError
 from meshseg.tools import predict, pretrained
 from meshseg.tools.predict import read_meshes
+from meshseg.train.summary import RunSummary
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +111,53 @@ def test_the_readmes_pretrained_command_runs_as_written(tmp_path):
     counts = recorded["sample"]["meshes"]["4V83_BB"]
     accuracy = float(result.stdout.split("4V83_BB.ply: accuracy ")[1].split()[0])
     assert accuracy == pytest.approx(counts["correct"] / counts["vertices"], abs=2e-3)
+
+
+def _flat(settings, prefix=""):
+    """{"a.b": value} of a nested dict of settings."""
+    flat = {}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+@pytest.mark.parametrize("name", predict.pretrained_names())
+def test_a_shipped_models_command_still_composes_its_run_config(name):
+    """results.json's "command" is what a user runs to reproduce the model: composed with
+    today's presets it gives every setting of the shipped run_config.yaml (settings added
+    since take their defaults), so a preset that moves fails here until the command pins
+    what the model was trained with."""
+    from omegaconf import OmegaConf
+
+    from meshseg.config import composed_config
+
+    shipped = predict.PRETRAINED_DIR / name
+    command = json.loads((shipped / pretrained.RESULTS_FILE).read_text())["command"]
+    assert command.startswith("python train.py")
+    today = _flat(OmegaConf.to_container(composed_config(shlex.split(command)[2:])))
+    trained = _flat(OmegaConf.to_container(OmegaConf.structured(
+        predict.load_run_config(str(shipped)))))
+    moved = {key: (trained.get(key), today.get(key)) for key in sorted(set(today) | set(trained))
+             if trained.get(key) != today.get(key)}
+    assert not moved, f"{name}: settings (trained, today's command) differ: {moved}"
+
+
+def test_a_shipped_summary_names_the_test_shards_inside_the_project_relative_to_it(
+        tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    inside, outside = str(tmp_path / "data" / "cache" / "test-0.tfrecords"), "/elsewhere/t.tfr"
+    summary = RunSummary(impl="gather_matmul", replicas=1, test_files=[inside, outside],
+                         steps=1, wall_time_s=1.0, pid=1, median_step_time_ms=None,
+                         min_step_time_ms=None, max_step_time_ms=None, compile_time_s=0.0,
+                         num_compilations=1, peak_rss_mib=1.0)
+    assert pretrained.shipped_summary(summary).test_files == [
+        os.path.join("data", "cache", "test-0.tfrecords"), outside]
+
+
+@pytest.mark.parametrize("name", predict.pretrained_names())
+def test_a_shipped_model_names_no_path_of_the_machine_that_trained_it(name):
+    summary = RunSummary.load(str(predict.PRETRAINED_DIR / name))
+    assert summary.test_files and not any(os.path.isabs(p) for p in summary.test_files)
