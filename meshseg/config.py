@@ -44,6 +44,7 @@ FEATURE_WIDTHS = {"xyz": 3, "xyz_fourier": 6 * FOURIER_OCTAVES, "normals": 3, "h
 POSITION_FEATURES = ("xyz", "xyz_fourier")
 CENTERS = ("mean", "area_centroid", "none")  # data.center
 SCALES = ("rms", "unit_area", "none")  # data.scale
+FRAMES = ("none", "pca")  # data.frame
 MODELS = ("demo", "feastnet_unet")  # model.name
 OPTIMIZERS = ("adam", "adamw")  # optimizer.name
 SCHEDULES = ("exponential", "cosine")  # optimizer.schedule
@@ -163,6 +164,10 @@ class DataConfig:
     descriptor_cache: Optional[str] = "data/cache/descriptors"
     center: str = "mean"  # mean (vertex mean, the demo's) | area_centroid | none
     scale: str = "rms"  # rms (RMS radius 1, the demo's) | unit_area (surface area 1) | none
+    # none | pca: each mesh turned into its principal frame (area-weighted second moment's
+    # axes, signs by the third moment) after any rotation, so a turned mesh reads the same
+    # (`meshseg.data.principal_frame`)
+    frame: str = "none"
     skip_bad_records: bool = False  # log, count and skip bad records instead of failing
     overlap: str = "warn"  # a mesh in both splits or twice in one: warn | refuse
     # Under jit=true batches are padded to per-bucket shapes; the step compiles once per bucket.
@@ -341,8 +346,8 @@ POSITIVE = ("optimizer.learning_rate", "optimizer.decay_rate", "optimizer.epsilo
 CHOICES = {"precision": PRECISIONS, "data.source": DATA_SOURCES,
            "data.adjacency": ADJACENCY_LEVELS, "data.overlap": ("warn", "refuse"),
            "loop.name": LOOPS, "data.features": tuple(FEATURE_WIDTHS), "data.center": CENTERS,
-           "data.scale": SCALES, "data.eval_rotation": ("none", "so3"), "model.name": MODELS,
-           "optimizer.name": OPTIMIZERS,
+           "data.scale": SCALES, "data.frame": FRAMES, "data.eval_rotation": ("none", "so3"),
+           "model.name": MODELS, "optimizer.name": OPTIMIZERS,
            "optimizer.schedule": SCHEDULES, "loss.class_weights": CLASS_WEIGHTS}
 
 

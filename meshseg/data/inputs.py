@@ -18,17 +18,20 @@ class MeshInputs:
         records).
       levels: coarser hierarchy levels read from the records (0: none).
       center, scale: the normalisation of `meshseg.data.pipeline.normalize_vertices`.
+      frame: "pca" turns each mesh into its principal frame after any rotation
+        (`meshseg.data.principal_frame`), "none" keeps its orientation.
     """
 
     features: tuple = ("xyz",)
     levels: int = 0
     center: str = "mean"
     scale: str = "rms"
+    frame: str = "none"
 
     @classmethod
     def of(cls, data) -> "MeshInputs":
-        """The `MeshInputs` of a `DataConfig` (or anything with its four attributes)."""
-        return cls(tuple(data.features), int(data.levels), data.center, data.scale)
+        """The `MeshInputs` of a `DataConfig` (or anything with its five attributes)."""
+        return cls(tuple(data.features), int(data.levels), data.center, data.scale, data.frame)
 
     @property
     def stored(self) -> tuple:

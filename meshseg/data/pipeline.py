@@ -4,8 +4,9 @@ Order: shards (checked once in Python, `meshseg.data.reader`, so a bad record
 is reported with its shard and index) -> interleaved records -> parse (with the stored
 features and hierarchy levels `data.features` / `data.levels` read) -> adjacency (stored
 in the records, or computed) and normalisation (`data.center`, `data.scale`) -> cache ->
-shuffle (training) -> repeat -> augmentation (training) and "inputs" (the `data.features`
-concatenated in their listed order) -> padded batch (or bucketed batch) -> prefetch.
+shuffle (training) -> repeat -> augmentation (training; evaluation's `data.eval_rotation`),
+the principal frame (`data.frame`) and "inputs" (the `data.features` concatenated in their
+listed order) -> padded batch (or bucketed batch) -> prefetch.
 
 Each element is `(features, labels)` as the batch contract (`meshseg.batch`) defines
 it: B meshes, padded to the batch maxima or to a bucket shape.
@@ -25,6 +26,7 @@ from meshseg.data.buckets import bucket_batch
 from meshseg.data.derived import STORED_FEATURES
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.positional import fourier_features
+from meshseg.data.principal_frame import to_principal_frame, triangle_areas, vertex_areas
 from meshseg.data.framing import HEADER_BYTES
 from meshseg.data.reader import (BadRecordLog, check_shard, good_records, stored_adjacency,
                                  stored_fields)
@@ -33,6 +35,9 @@ from meshseg.errors import DataError
 
 # Shards read at once; records are taken round-robin, one from each in turn.
 INTERLEAVED_SHARDS = 8
+# The key under which `with_adjacency` hands `model_inputs` the vertex areas that weigh
+# the principal frame (`data.frame=pca`); never in a batch.
+VERTEX_AREAS = "vertex_areas"
 
 _MIN_RMS_RADIUS = 1e-12
 _MIN_AREA = 1e-24
@@ -59,7 +64,7 @@ def normalize_vertices(vertices: tf.Tensor, triangles: tf.Tensor | None = None,
     if center == "mean":
         vertices = vertices - tf.reduce_mean(vertices, axis=0, keepdims=True)
     elif center == "area_centroid":
-        areas, corners = _triangle_areas(vertices, triangles)
+        areas, corners = triangle_areas(vertices, triangles)
         total = tf.reduce_sum(areas)
         weighted = tf.reduce_sum(areas[:, tf.newaxis] * tf.reduce_mean(corners, axis=1),
                                  axis=0, keepdims=True) / tf.maximum(total, _MIN_AREA)
@@ -69,16 +74,9 @@ def normalize_vertices(vertices: tf.Tensor, triangles: tf.Tensor | None = None,
         rms_radius = tf.sqrt(tf.reduce_mean(tf.reduce_sum(tf.square(vertices), axis=-1)))
         vertices = vertices / tf.maximum(rms_radius, _MIN_RMS_RADIUS)
     elif scale == "unit_area":
-        area = tf.reduce_sum(_triangle_areas(vertices, triangles)[0])
+        area = tf.reduce_sum(triangle_areas(vertices, triangles)[0])
         vertices = vertices / tf.sqrt(tf.maximum(area, _MIN_AREA))
     return vertices
-
-
-def _triangle_areas(vertices: tf.Tensor, triangles: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """(float32 [T] triangle areas, float32 [T, 3, 3] their corners)."""
-    corners = tf.gather(vertices, triangles)
-    cross = tf.linalg.cross(corners[:, 1] - corners[:, 0], corners[:, 2] - corners[:, 0])
-    return 0.5 * tf.norm(cross, axis=-1), corners
 
 
 def mesh_edges_tf(triangles: tf.Tensor, num_vertices: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
@@ -109,7 +107,8 @@ def with_adjacency(mesh: dict[str, tf.Tensor], inputs: MeshInputs | None = None
     """One parsed mesh as (`meshseg.batch.mesh_features`, labels): the adjacency from the
     record when stored, computed otherwise; the hierarchy levels parsed; the vertices
     normalised by `inputs` (raw when None). The stored features ride along under their
-    names ("normals", "hks") until `model_inputs` concatenates them into "inputs"."""
+    names ("normals", "hks") until `model_inputs` concatenates them into "inputs", and
+    under `inputs.frame` "pca" the vertex areas that weigh the principal frame."""
     vertices = mesh["vertices"]
     if inputs is not None:
         vertices = normalize_vertices(vertices, mesh["triangles"], inputs.center, inputs.scale)
@@ -123,6 +122,8 @@ def with_adjacency(mesh: dict[str, tf.Tensor], inputs: MeshInputs | None = None
     features = mesh_features(vertices, edges, edge_weights, table, mesh.get(MESH_ID),
                              levels=levels)
     features |= {name: mesh[name] for name in STORED_FEATURES if name in mesh}
+    if inputs is not None and inputs.frame == "pca":
+        features[VERTEX_AREAS] = vertex_areas(vertices, mesh["triangles"])
     return features, mesh.get("labels")
 
 
@@ -130,16 +131,23 @@ def model_inputs(features: dict[str, tf.Tensor], inputs: MeshInputs,
                  augment: AugmentConfig | None = None, augment_seed: tf.Tensor | None = None
                  ) -> dict[str, tf.Tensor]:
     """The batch contract's features of one mesh from `with_adjacency`'s: augmented
-    (when `augment_seed` is given; normals turn with the positions) and with "inputs",
-    the `inputs.features` concatenated in their listed order ([V, F]); xyz and its
-    Fourier features (`meshseg.data.positional`) from the augmented positions."""
+    (when `augment_seed` is given; normals turn with the positions), then turned into
+    the mesh's principal frame under `inputs.frame` "pca"
+    (`meshseg.data.principal_frame`; normals too), and with "inputs", the
+    `inputs.features` concatenated in their listed order ([V, F]); xyz and its Fourier
+    features (`meshseg.data.positional`) from the final positions."""
     features = dict(features)
     stored = {name: features.pop(name) for name in STORED_FEATURES if name in features}
+    areas = features.pop(VERTEX_AREAS, None)
+    normals = stored.get("normals")
     if augment_seed is not None:
         features["vertices"], normals = augment_mesh(features["vertices"], augment_seed,
-                                                     augment, stored.get("normals"))
-        if normals is not None:
-            stored["normals"] = normals
+                                                     augment, normals)
+    if areas is not None:
+        features["vertices"], normals = to_principal_frame(features["vertices"], areas,
+                                                           normals)
+    if normals is not None:
+        stored["normals"] = normals
     computed = {"xyz": lambda: features["vertices"],
                 "xyz_fourier": lambda: fourier_features(features["vertices"])}
     parts = [computed[name]() if name in computed else stored[name] for name in inputs.features]
