@@ -6,6 +6,7 @@ data set's splits.
     python -m meshseg.tools.baseline experiment=human_parts --features hks --out hks.json
     python -m meshseg.tools.baseline data=rna_250 --classifier mlp --max-train-vertices 500000
     python -m meshseg.tools.baseline data=rna_250 --features xyz --classifier nearest_mesh
+    python -m meshseg.tools.baseline experiment=rna_full_pca --features xyz --classifier nearest_mesh
 
 The overrides are composed into the `train` config exactly as `train.py` composes them, so
 the baseline reads the same mesh folder, label files (`data.labels`, `data.label_offset`,
@@ -13,7 +14,8 @@ the baseline reads the same mesh folder, label files (`data.labels`, `data.label
 `mesh_folder`). Each vertex gets the `--features` of its mesh (`meshseg.data.descriptors`):
 
 - `xyz`: the position centred at the mesh's area-weighted centroid, the mesh scaled to
-  unit area (3 channels; not `data.center` / `data.scale`);
+  unit area (3 channels; not `data.center` / `data.scale`), in the mesh's principal
+  frame under `data.frame=pca` (as a run turns it; normals too);
 - `hks`: the heat kernel signature at 16 log-spaced times in [0.01, 2] from 128 eigenpairs
   of the robust Laplacian, each channel as log minus its area-weighted mean (16 channels);
 - `normals`: the area-weighted unit vertex normal (3 channels);
@@ -92,19 +94,40 @@ def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
     return {split: pairs[split] for split in SPLITS}
 
 
-def mesh_descriptors(mesh_path: Path, cache_dir: Path | None) -> dict[str, np.ndarray]:
+def mesh_descriptors(mesh_path: Path, cache_dir: Path | None, frame: str = "none"
+                     ) -> dict[str, np.ndarray]:
     """{"xyz", "hks", "normals"} of one mesh file (`meshseg.data.descriptor_cache`), read
-    from `cache_dir` when computed before (by the baseline or the converter).
+    from `cache_dir` when computed before (by the baseline or the converter); with `frame`
+    "pca" (`data.frame`), xyz and normals turned into the mesh's principal frame.
 
     Raises:
       DataError: naming the file, if the mesh is unreadable or invalid.
     """
     try:
         geometry = load_geometry(mesh_path)
-        return cached_descriptors(geometry.vertices, geometry.triangles,
-                                  file_sha256(mesh_path), cache_dir)
+        descriptors = cached_descriptors(geometry.vertices, geometry.triangles,
+                                         file_sha256(mesh_path), cache_dir)
     except (InvalidMeshError, ValueError) as error:
         raise DataError(f"{mesh_path}: {error}") from error
+    if frame == "pca":
+        descriptors = in_principal_frame(descriptors, geometry.triangles)
+    return descriptors
+
+
+def in_principal_frame(descriptors: dict[str, np.ndarray], triangles: np.ndarray
+                       ) -> dict[str, np.ndarray]:
+    """`descriptors` with xyz and normals (float32 [V, 3]) turned into the principal frame
+    of the mesh (int [T, 3] `triangles`), by the function a run uses
+    (`meshseg.data.principal_frame.to_principal_frame`)."""
+    start_tensorflow_quietly()
+    import tensorflow as tf
+
+    from meshseg.data.principal_frame import to_principal_frame, vertex_areas
+    xyz = tf.constant(descriptors["xyz"], tf.float32)
+    areas = vertex_areas(xyz, tf.constant(triangles, tf.int32))
+    turned, normals = to_principal_frame(xyz, areas, tf.constant(descriptors["normals"],
+                                                                 tf.float32))
+    return {**descriptors, "xyz": turned.numpy(), "normals": normals.numpy()}
 
 
 def fourier_features_np(xyz: np.ndarray) -> np.ndarray:
@@ -125,7 +148,7 @@ def split_arrays(mesh_paths: list[Path], label_paths: list[Path], features: list
     """
     inputs, classes = [], []
     for mesh_path, label_path in zip(mesh_paths, label_paths):
-        descriptors = mesh_descriptors(mesh_path, cache_dir)
+        descriptors = mesh_descriptors(mesh_path, cache_dir, data.frame)
         try:
             labels = load_label_file(label_path) + data.label_offset
             validate_labels(labels, len(descriptors["xyz"]), data.num_classes)

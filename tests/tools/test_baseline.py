@@ -8,12 +8,14 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import trimesh
 
 from meshseg.data import descriptor_cache
 from meshseg.data.convert import convert_split, split_file_pairs
-from meshseg.data.meshfiles import file_sha256
+from meshseg.data.meshfiles import file_sha256, load_geometry
 from meshseg.data.positional import fourier_features
+from meshseg.data.principal_frame import principal_axes, vertex_areas
 from meshseg.data.reader import decode_mesh_record, open_shard
 from meshseg.errors import ConfigError
 from meshseg.tools import baseline
@@ -110,6 +112,23 @@ def test_xyz_fourier_columns_are_the_runs_fourier_features_of_xyz(mesh_folder, t
     assert inputs[0].shape == (162, 3 + 36)
     np.testing.assert_allclose(inputs[0][:, 3:], fourier_features(inputs[0][:, :3]), atol=1e-6)
     assert np.all(np.abs(inputs[0][:, 3:]) <= 1.0)
+
+
+def test_under_frame_pca_xyz_and_normals_are_the_runs_principal_frame_ones(mesh_folder,
+                                                                             tmp_path):
+    cache = tmp_path / "cache"
+    plain_data = baseline.composed_config(overrides(mesh_folder)).data
+    data = baseline.composed_config(overrides(mesh_folder) + ["data.frame=pca"]).data
+    pairs = baseline.split_pairs(data)["test"]
+    plain, _ = baseline.split_arrays(*pairs, ["xyz", "normals"], plain_data, cache)
+    turned, _ = baseline.split_arrays(*pairs, ["xyz", "normals"], data, cache)
+    for mesh_path, before, after in zip(pairs[0], plain, turned):
+        triangles = load_geometry(mesh_path).triangles
+        xyz = tf.constant(before[:, :3])
+        axes = principal_axes(xyz, vertex_areas(xyz, tf.constant(triangles, tf.int32)))
+        np.testing.assert_allclose(after[:, :3], before[:, :3] @ axes.numpy(), atol=1e-5)
+        np.testing.assert_allclose(after[:, 3:], before[:, 3:] @ axes.numpy(), atol=1e-5)
+        assert not np.allclose(after[:, :3], before[:, :3], atol=1e-2)
 
 
 def test_mlp_on_a_training_subset(mesh_folder, tmp_path):
