@@ -6,7 +6,7 @@ data set's splits.
     python -m meshseg.tools.baseline experiment=human_parts --features hks --out hks.json
     python -m meshseg.tools.baseline data=rna_250 --classifier mlp --max-train-vertices 500000
     python -m meshseg.tools.baseline data=rna_250 --features xyz --classifier nearest_mesh
-    python -m meshseg.tools.baseline experiment=rna_full_pca --features xyz --classifier nearest_mesh
+    python -m meshseg.tools.baseline experiment=rna_full --features xyz --classifier nearest_mesh
 
 The overrides are composed into the `train` config exactly as `train.py` composes them, so
 the baseline reads the same mesh folder, label files (`data.labels`, `data.label_offset`,

@@ -100,8 +100,8 @@ def lopsided_folder(tmp_path_factory):
 
 def test_under_frame_pca_a_turned_test_mesh_gives_the_inputs_of_the_upright_one(
         lopsided_folder, tmp_path):
-    """experiment=rna_full_pca's claim: positions, their Fourier features and normals do
-    not change when a mesh turns (data.eval_rotation=so3), so neither does the model."""
+    """experiment=rna_full's claim (data.frame=pca): positions, their Fourier features and
+    normals do not change when a mesh turns (data.eval_rotation=so3), nor does the model."""
     source = MeshFolder(str(lopsided_folder), "meshes", "labels", 2, features=("normals",))
     files = prepare_mesh_folder(source, tmp_path / "cache")["test"]
 
