@@ -421,7 +421,8 @@ def check_arguments(run_dir: str, mesh_paths: List[str], out_dir: str,
 
 def score_test_split(args: argparse.Namespace) -> None:
     """`--test-split`: prints the accuracy and mean IoU of the run's (or the shipped
-    model's) model on its test split, rotated with `--eval-rotation so3` (seed 0).
+    model's) model on its test split, rotated with `--eval-rotation so3` (seed 0), and
+    the mean IoU of its classes by frequency quarter (`iou_by_frequency`).
 
     Raises:
       ConfigError: for mesh files or options that only apply to them, or a run directory
@@ -446,6 +447,10 @@ def score_test_split(args: argparse.Namespace) -> None:
     print(f"{run_dir}: test split ({result['num_meshes']} meshes"
           f"{', each turned by a random rotation (seed 0)' if rotated else ''}): accuracy "
           f"{result['accuracy']:.4f}, mean IoU {result['mean_iou']:.4f}")
+    from meshseg.train.metrics import iou_by_frequency
+    print("mean IoU of the classes by test vertex count, rarest quarter first: " + "; ".join(
+        f"{group['mean_iou']:.3f} ({group['classes']} classes of {group['min_vertices']}-"
+        f"{group['max_vertices']} vertices)" for group in iou_by_frequency(result["confusion"])))
 
 
 @command

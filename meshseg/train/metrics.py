@@ -152,6 +152,29 @@ def mean_iou(confusion: np.ndarray) -> float:
     return float(iou[present].mean()) if present.any() else 0.0
 
 
+def iou_by_frequency(confusion: np.ndarray, groups: int = 4) -> list[dict]:
+    """How rare classes fare: the classes that occur in the labels, sorted by their vertex
+    count (the confusion matrix's row sums) and cut into `groups` groups of (nearly)
+    equal size, rarest first.
+
+    Args:
+      confusion: int [K, K] confusion matrix (rows true class, columns predicted).
+      groups: number of groups (fewer when fewer classes occur).
+
+    Returns:
+      one dict per group: "classes" (count), "min_vertices" and "max_vertices" (the
+      group's range of true vertex counts), "mean_iou" (mean `per_class_iou` of the group).
+    """
+    confusion = np.asarray(confusion)
+    support = confusion.sum(axis=1)
+    present = np.flatnonzero(support > 0)
+    order = present[np.argsort(support[present], kind="stable")]
+    iou = per_class_iou(confusion)
+    return [{"classes": len(part), "min_vertices": int(support[part].min()),
+             "max_vertices": int(support[part].max()), "mean_iou": float(iou[part].mean())}
+            for part in np.array_split(order, min(groups, len(order))) if len(part)]
+
+
 def majority_baseline(train_histogram: np.ndarray, confusion_true_counts: np.ndarray) -> float:
     """Accuracy of always predicting the most frequent training class.
 

@@ -180,9 +180,13 @@ def test_the_test_split_is_scored_from_the_command_line_upright_and_rotated(trai
                                      (["--eval-rotation", "so3"], rotated,
                                       ", each turned by a random rotation (seed 0)")):
         main([str(trained_run), "--test-split", *options])
-        assert capsys.readouterr().out.strip() == (
+        scored, by_frequency = capsys.readouterr().out.strip().split("\n")
+        assert scored == (
             f"{trained_run}: test split (2 meshes{turned}): accuracy {result['accuracy']:.4f}, "
             f"mean IoU {result['mean_iou']:.4f}")
+        assert by_frequency.startswith("mean IoU of the classes by test vertex count, rarest "
+                                       "quarter first: ")
+        assert by_frequency.count(" classes of ") == 4  # 6 classes in 4 groups
 
 
 @pytest.mark.parametrize("arguments, message", [
