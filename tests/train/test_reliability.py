@@ -143,6 +143,7 @@ def test_a_run_recorded_before_a_setting_existed_resumes_at_its_default_only(tin
     ("impl=auto impl.candidates=[]", r"impl=auto needs impl.candidates, got \[\]"),
     ("loop.name=fit", "loop.name=fit: choose one of custom, keras"),
     ("data.adjacency=full", "data.adjacency=full: choose one of none, edges, table"),
+    ("data.frame=pcb", "data.frame=pcb: choose one of none, pca"),
     ("data.train_files=/no/such/*.tfrecords", "data.train_files='/no/such/\\*.tfrecords' matches no file"),
     ("data.num_classes=3", "data has label 5 but num_classes=3"),
     ("resume=/no/such/run", "resume=/no/such/run: no such run directory"),
