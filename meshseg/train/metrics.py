@@ -163,16 +163,19 @@ def iou_by_frequency(confusion: np.ndarray, groups: int = 4) -> list[dict]:
 
     Returns:
       one dict per group: "classes" (count), "min_vertices" and "max_vertices" (the
-      group's range of true vertex counts), "mean_iou" (mean `per_class_iou` of the group).
+      group's range of true vertex counts), "mean_iou" (mean `per_class_iou` of the group);
+      none for a matrix without labels.
     """
     confusion = np.asarray(confusion)
     support = confusion.sum(axis=1)
     present = np.flatnonzero(support > 0)
+    if not len(present):
+        return []
     order = present[np.argsort(support[present], kind="stable")]
     iou = per_class_iou(confusion)
     return [{"classes": len(part), "min_vertices": int(support[part].min()),
              "max_vertices": int(support[part].max()), "mean_iou": float(iou[part].mean())}
-            for part in np.array_split(order, min(groups, len(order))) if len(part)]
+            for part in np.array_split(order, min(groups, len(present)))]
 
 
 def majority_baseline(train_histogram: np.ndarray, confusion_true_counts: np.ndarray) -> float:

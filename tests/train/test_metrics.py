@@ -30,3 +30,4 @@ def test_iou_by_frequency_groups_the_classes_present_rarest_first():
         {"classes": 2, "min_vertices": 6, "max_vertices": 10,
          "mean_iou": (10 / 12 + 6 / 10) / 2}]
     assert len(iou_by_frequency(confusion, groups=8)) == 4  # no more groups than classes
+    assert iou_by_frequency(np.zeros([3, 3], np.int64)) == []  # no labels, no groups
