@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from meshseg.batch import NeighborTable
 from meshseg.nn.ops import FLOAT32_IMPLS, NEIGHBOR_TABLE_IMPLS, get_implementation
-from meshseg.nn.ops.vertex_matmul import vertex_matmul
+from meshseg.nn.ops.vertex_matmul import add_bias, vertex_matmul
 
 
 @keras.saving.register_keras_serializable(package="meshseg")
@@ -127,7 +127,7 @@ class PointwiseConv1D(keras.layers.Conv1D):
     differs: [N, C] x [C, D] with N = A1 * ... * An vertices instead of a convolution, whose
     gradient w.r.t. the kernel XLA on CPU computes as a convolution over transposed copies
     of the activations (a whole demo train step under XLA took 11-17% longer that way);
-    the matmul is `meshseg.nn.ops.vertex_matmul` (a faster kernel gradient).
+    the matmul is `meshseg.nn.ops.vertex_matmul` and the bias `add_bias` (faster gradients).
 
     Call: float [A1, ..., An, C] -> [A1, ..., An, D] (`activation` applied).
 
@@ -147,7 +147,7 @@ class PointwiseConv1D(keras.layers.Conv1D):
         flat = vertex_matmul(tf.reshape(inputs, [-1, channels]),
                              tf.cast(self.kernel[0], inputs.dtype))
         if self.use_bias:
-            flat = flat + tf.cast(self.bias, inputs.dtype)
+            flat = add_bias(flat, self.bias)
         outputs = tf.reshape(flat, tf.concat([tf.shape(inputs)[:-1], [self.filters]], axis=0))
         return self.activation(outputs)
 

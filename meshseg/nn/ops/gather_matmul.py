@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from meshseg.batch import NeighborTable, table_from_edges, with_reverse_slots
 from meshseg.nn.ops.flatten import flatten_graph
-from meshseg.nn.ops.vertex_matmul import vertex_matmul
+from meshseg.nn.ops.vertex_matmul import add_bias, vertex_matmul
 
 
 def gather_matmul(data: tf.Tensor, neighbors: Union[tf.SparseTensor, NeighborTable],
@@ -81,7 +81,7 @@ def _feast(x, table: NeighborTable, var_u, var_v, var_c, var_w, var_b, xla: bool
     if table.reverse is None:
         table = with_reverse_slots(table)
     z = _aggregate_main_rows(x, s, t, table, xla)
-    y = vertex_matmul(tf.reshape(z, [-1, num_weights * num_in]), w_flat) + var_b
+    y = add_bias(vertex_matmul(tf.reshape(z, [-1, num_weights * num_in]), w_flat), var_b)
     if not _may_have_overflow_rows(table):
         return y
     # Overflow rows go through W before they are added to their vertex: [O, D], not [V, W, C].

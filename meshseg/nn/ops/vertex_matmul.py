@@ -1,4 +1,4 @@
-"""The per-vertex dense product x w with a faster weight gradient."""
+"""The per-vertex dense product x w and its bias, with faster gradients."""
 
 from contextlib import nullcontext
 
@@ -31,3 +31,30 @@ def vertex_matmul(x: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
         return dx, dw
 
     return tf.matmul(x, w), grad
+
+
+def add_bias(y: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
+    """y + bias for y [N, D] (one row per vertex) and bias [D] (cast to y's dtype): the
+    values and gradients of the broadcast add.
+
+    Only the op of the bias gradient differs: dL/dbias = sum over the N rows of dy, a
+    column sum that TensorFlow's CPU `Sum` computes slowly for N >> D; it is computed as
+    the product of a row of N ones and dy ([1, N] x [N, D]). On this CPU (batch 8 x 10,242
+    vertices) that took 2.9 / 1.1 ms against 11.6 / 3.7 ms for D = 256 / 128, and the demo
+    train step 0.96x (docs/performance.md). The forward add stays a plain add, which
+    TensorFlow's graph optimizer fuses into the preceding matmul.
+
+    Returns:
+      [N, D] of y's dtype.
+    """
+    forward_scope = tf.get_current_name_scope()
+
+    @tf.custom_gradient
+    def add(y, bias):
+        def grad(dy):
+            with tf.name_scope(forward_scope + "/") if forward_scope else nullcontext():
+                ones = tf.ones(tf.stack([1, tf.shape(dy)[0]]), dy.dtype)
+                return dy, tf.reshape(tf.matmul(ones, dy), [-1])
+        return y + bias, grad
+
+    return add(y, tf.cast(bias, y.dtype))
