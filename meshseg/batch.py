@@ -24,6 +24,9 @@ E = the largest edge count in the batch (or the bucket shape, under XLA):
   the neighbours of the vertices with more than K, K to a row (O = 0 for most meshes);
   features["overflow_centers"]: int32 [B, O], the vertex of each overflow row. Padded
   with 0 (weight 0: padded rows contribute nothing).
+- features["reverse_slots"]: int32 [B, V, K], for each used slot (i, k) holding j the slot
+  of row j that holds i (`reverse_slots`), 0 in unused slots and padding;
+  features["paired"]: bool [B], whether those pair every used slot of the mesh's table.
 - features["inputs"]: float32 [B, V, F], the per-vertex input features of `data.features`
   concatenated in that order (`meshseg.config.FEATURE_WIDTHS`: xyz 3, normals 3, hks 16);
   just the normalised positions (F = 3) by default. Padded with 0.
@@ -49,7 +52,7 @@ MESH_ID = "mesh_id"
 # The keys of one level's adjacency (level 0: the mesh itself, under these names).
 ADJACENCY_KEYS = ("num_vertices", "edges", "edge_weights", "num_edges", "neighbors",
                   "neighbor_weights", "overflow_neighbors", "overflow_weights",
-                  "overflow_centers")
+                  "overflow_centers", "reverse_slots", "paired")
 
 # Padding value of every feature and of the labels, as `tf.data` `padded_batch` takes them.
 PADDING_VALUES = (
@@ -65,6 +68,8 @@ PADDING_VALUES = (
         "overflow_neighbors": tf.constant(0, tf.int32),
         "overflow_weights": tf.constant(0.0, tf.float32),
         "overflow_centers": tf.constant(0, tf.int32),
+        "reverse_slots": tf.constant(0, tf.int32),
+        "paired": tf.constant(False),
         MESH_ID: tf.constant("", tf.string),
     },
     tf.constant(LABEL_PADDING, tf.int32),
@@ -142,7 +147,8 @@ class NeighborTable(NamedTuple):
       overflow_neighbors: int32 [O, K] further neighbours, or None (no overflow rows).
       overflow_weights: float [O, K] their adjacency values, 0 in unused slots, or None.
       overflow_centers: int32 [O] the vertex i each overflow row belongs to, or None.
-      reverse: int32 [V, K] `reverse_slots` of the table, or None (not computed yet).
+      reverse: int32 [V, K] the flat index of each slot's reverse (`flat_reverse`), or
+        None (not computed yet).
       paired: bool scalar, whether `reverse` pairs every used slot, or None.
     """
 
@@ -158,43 +164,55 @@ class NeighborTable(NamedTuple):
 def reverse_slots(neighbors: tf.Tensor, weights: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
     """Where each edge of a neighbour table is stored the other way round.
 
-    For the used slot (i, k) of row i (a_ik != 0) holding neighbour j: the flat index
-    j*K + k' of the used slot (j, k') of row j that holds i. Mesh 1-rings are symmetric,
-    so this pairs the slots, and a sum over the slots that point at vertex j (a scatter)
-    becomes a sum over the reverse slots of j's own row (a gather): the backward of
-    `meshseg.nn.ops.gather_matmul` forms dL/dx and dL/dt that way. An unused slot gets its
-    own flat index.
+    For the used slot (i, k) of row i (a_ik != 0) holding neighbour j: the slot k' of row
+    j that is used and holds i. Mesh 1-rings are symmetric, so this pairs the slots, and a
+    sum over the slots that point at vertex j (a scatter) becomes a sum over the reverse
+    slots of j's own row (a gather): the backward of `meshseg.nn.ops.gather_matmul` forms
+    dL/dx and dL/dt that way, at the flat indices `flat_reverse`. It depends only on the
+    mesh, so `mesh_features` computes it once per mesh (the pipeline caches it), not the
+    train step: 31 ms of a 495 ms RNA step for its four levels (docs/performance.md).
 
     Args:
       neighbors: int32 [V, K] neighbour table (`NeighborTable.neighbors`).
       weights: float [V, K] adjacency values a_ik, 0 in unused slots.
 
     Returns:
-      (reverse int32 [V, K], paired bool scalar): `paired` is True when `reverse` is a
-      bijection of the used slots (every used slot has a used reverse, and the reverse of
-      the reverse is the slot itself). It is False for an asymmetric table, a duplicate
-      edge, or an edge whose reverse sits on an overflow row; users of `reverse` must then
-      scatter instead.
+      (slots int32 [V, K], paired bool scalar): k' of each used slot, 0 in unused slots
+      and where row j holds no used i. `paired` is True when the reverse is a bijection of
+      the used slots (every used slot has a used reverse, and the reverse of the reverse is
+      the slot itself). It is False for an asymmetric table, a duplicate edge, or an edge
+      whose reverse sits on an overflow row; users of the slots must then scatter instead.
     """
     num_vertices, width = tf.shape(neighbors)[0], tf.shape(neighbors)[1]
     used = weights != 0
-    own = tf.reshape(tf.range(num_vertices * width), [num_vertices, width])
     # back[i, k, k']: slot k' of row j = neighbors[i, k] is used and holds i.
     back = tf.gather(neighbors, neighbors) == tf.range(num_vertices)[:, tf.newaxis, tf.newaxis]
     back = back & tf.gather(used, neighbors)  # [V, K, K]
-    found = tf.reduce_any(back, axis=-1)
-    reverse = neighbors * width + tf.argmax(tf.cast(back, tf.int32), axis=-1,
-                                            output_type=tf.int32)
-    reverse = tf.where(used & found, reverse, own)
+    found = used & tf.reduce_any(back, axis=-1)
+    slots = tf.where(found, tf.argmax(tf.cast(back, tf.int32), axis=-1, output_type=tf.int32),
+                     0)
+    reverse = flat_reverse(neighbors, weights, slots)
     round_trip = tf.gather(tf.reshape(reverse, [-1]), reverse)
+    own = tf.reshape(tf.range(num_vertices * width), [num_vertices, width])
     paired = tf.reduce_all(~used | (found & (round_trip == own)))
-    return reverse, paired
+    return slots, paired
+
+
+def flat_reverse(neighbors: tf.Tensor, weights: tf.Tensor, slots: tf.Tensor) -> tf.Tensor:
+    """int32 [V, K]: the flat index j*K + k' in the table's [V*K] flattening of each used
+    slot's reverse (`reverse_slots`: `slots` holds k'), and an unused slot's own index
+    (whose per-slot values are 0). `neighbors` [V, K] may be a batch's table flattened over
+    its meshes (global row indices, K the batch's width)."""
+    num_vertices, width = tf.shape(neighbors)[0], tf.shape(neighbors)[1]
+    own = tf.reshape(tf.range(num_vertices * width), [num_vertices, width])
+    return tf.where(weights != 0, neighbors * width + slots, own)
 
 
 def with_reverse_slots(table: NeighborTable) -> NeighborTable:
-    """`table` with its `reverse_slots` (fields `reverse` and `paired`) filled in."""
-    reverse, paired = reverse_slots(table.neighbors, table.weights)
-    return table._replace(reverse=reverse, paired=paired)
+    """`table` with its reverse slots (fields `reverse`: `flat_reverse`, and `paired`)."""
+    slots, paired = reverse_slots(table.neighbors, table.weights)
+    return table._replace(reverse=flat_reverse(table.neighbors, table.weights, slots),
+                          paired=paired)
 
 
 def table_width(degree: tf.Tensor) -> tf.Tensor:
@@ -257,6 +275,8 @@ def _adjacency(edges, edge_weights, num_vertices, table: Optional[NeighborTable]
     num_vertices = tf.convert_to_tensor(num_vertices, tf.int32)
     if table is None:
         table, _ = table_from_edges(edges[:, 0], edges[:, 1], edge_weights, num_vertices)
+    slots, paired = reverse_slots(tf.convert_to_tensor(table.neighbors, tf.int32),
+                                  tf.convert_to_tensor(table.weights, tf.float32))
     return {
         "num_vertices": num_vertices,
         "edges": edges,
@@ -267,6 +287,8 @@ def _adjacency(edges, edge_weights, num_vertices, table: Optional[NeighborTable]
         "overflow_neighbors": tf.convert_to_tensor(table.overflow_neighbors, tf.int32),
         "overflow_weights": tf.convert_to_tensor(table.overflow_weights, tf.float32),
         "overflow_centers": tf.convert_to_tensor(table.overflow_centers, tf.int32),
+        "reverse_slots": slots,
+        "paired": paired,
     }
 
 
@@ -292,8 +314,8 @@ def mesh_features(vertices, edges, edge_weights, table: Optional[NeighborTable] 
       dict with the unbatched shapes of the module docstring: "vertices" [V, 3],
       "inputs" [V, F], "num_vertices" [], "edges" [E, 2], "edge_weights" [E],
       "num_edges" [], "neighbors" and "neighbor_weights" [V, K], "overflow_neighbors" and
-      "overflow_weights" [O, K], "overflow_centers" [O], each level's keys
-      (`level_key`), and "mesh_id" [] when given.
+      "overflow_weights" [O, K], "overflow_centers" [O], "reverse_slots" [V, K] and
+      "paired" [], each level's keys (`level_key`), and "mesh_id" [] when given.
     """
     vertices = tf.convert_to_tensor(vertices, tf.float32)
     num_vertices = tf.shape(vertices, out_type=tf.int32)[0]

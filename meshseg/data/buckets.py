@@ -181,7 +181,8 @@ def _padded_shapes(shape, num_inputs: int):
             "num_vertices": [], "edges": [num_edges, 2], "edge_weights": [num_edges],
             "num_edges": [], "neighbors": [num_vertices, width],
             "neighbor_weights": [num_vertices, width], "overflow_neighbors": [overflow, width],
-            "overflow_weights": [overflow, width], "overflow_centers": [overflow]}
+            "overflow_weights": [overflow, width], "overflow_centers": [overflow],
+            "reverse_slots": [num_vertices, width], "paired": []}
         if level:
             level_shapes["parents"] = [shape[4 * (level - 1)]]
         features |= {level_key(level, name): value for name, value in level_shapes.items()}

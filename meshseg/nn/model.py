@@ -5,8 +5,8 @@ from typing import Dict, Sequence
 import keras
 import tensorflow as tf
 
-from meshseg.batch import (Level, NeighborTable, as_batch, level_features, mesh_features,
-                           table_features, with_reverse_slots)
+from meshseg.batch import (Level, NeighborTable, as_batch, flat_reverse, level_features,
+                           mesh_features, table_features)
 from meshseg.nn.layers import FeatureSteeredConvolution, PointwiseConv1D
 from meshseg.nn.ops import NEIGHBOR_TABLE_IMPLS
 
@@ -34,14 +34,14 @@ def batch_table(features: Dict[str, tf.Tensor]) -> NeighborTable:
     """The neighbour tables of a padded batch as one table over all B*V vertices.
 
     Args:
-      features: a batch's "neighbors" and "neighbor_weights" [B, V, K] and
-        "overflow_neighbors", "overflow_weights" [B, O, K], "overflow_centers" [B, O]
-        (`meshseg.batch`), indices local to each mesh.
+      features: a batch's "neighbors", "neighbor_weights" and "reverse_slots" [B, V, K],
+        "paired" [B], "overflow_neighbors", "overflow_weights" [B, O, K] and
+        "overflow_centers" [B, O] (`meshseg.batch`), indices local to each mesh.
 
     Returns:
-      `NeighborTable` [B*V, K] with [B*O, K] overflow rows and its reverse slots
-      (`meshseg.batch.with_reverse_slots`, computed once for all the convolutions that use
-      it); vertex i of mesh b is row b*V + i.
+      `NeighborTable` [B*V, K] with [B*O, K] overflow rows and its reverse slots (from
+      the meshes' own, `meshseg.batch.flat_reverse`; paired if every mesh's are); vertex
+      i of mesh b is row b*V + i.
     """
     table = table_features(features)
     shape = tf.shape(table.neighbors)
@@ -52,9 +52,12 @@ def batch_table(features: Dict[str, tf.Tensor]) -> NeighborTable:
         tensor = tensor + offsets[..., tf.newaxis] if shifted else tensor
         return tf.reshape(tensor, [-1, width])
 
-    return with_reverse_slots(NeighborTable(
-        flat(table.neighbors, True), flat(table.weights), flat(table.overflow_neighbors, True),
-        flat(table.overflow_weights), tf.reshape(table.overflow_centers + offsets, [-1])))
+    neighbors, weights = flat(table.neighbors, True), flat(table.weights)
+    return NeighborTable(
+        neighbors, weights, flat(table.overflow_neighbors, True), flat(table.overflow_weights),
+        tf.reshape(table.overflow_centers + offsets, [-1]),
+        reverse=flat_reverse(neighbors, weights, flat(features["reverse_slots"])),
+        paired=tf.reduce_all(features["paired"]))
 
 
 def graph_neighbors(features: Dict[str, tf.Tensor], impl: str, level: int = 0,

@@ -9,8 +9,10 @@ import pytest
 import tensorflow as tf
 import trimesh
 
-from helpers.graphs import VARIABLE_NAMES, assert_close_to_max, random_variables
-from meshseg.batch import reverse_slots, table_from_edges
+from helpers.graphs import VARIABLE_NAMES, assert_close_to_max, mesh_batch, random_variables
+from meshseg.batch import (NeighborTable, reverse_slots, table_features, table_from_edges,
+                           with_reverse_slots)
+from meshseg.nn.model import batch_table
 from meshseg.data.adjacency import mesh_edges
 from meshseg.nn.ops.gather_matmul import gather_matmul
 from meshseg.nn.ops.gather_sum import gather_sum
@@ -31,9 +33,9 @@ def table_of(edges, weights, num_vertices):
 
 def test_every_used_slot_of_a_mesh_table_points_at_its_reverse():
     edges, weights, num_vertices = sphere_edges()
-    table = table_of(edges, weights, num_vertices)
-    reverse, exact = reverse_slots(table.neighbors, table.weights)
-    assert bool(exact)
+    table = with_reverse_slots(table_of(edges, weights, num_vertices))
+    reverse = table.reverse
+    assert bool(table.paired)
     neighbors = table.neighbors.numpy()
     width = neighbors.shape[1]
     used = table.weights.numpy() != 0
@@ -42,6 +44,23 @@ def test_every_used_slot_of_a_mesh_table_points_at_its_reverse():
     np.testing.assert_array_equal(back_rows, neighbors[used])  # the reverse lies in row j
     np.testing.assert_array_equal(neighbors[back_rows, back_slots], rows[used])  # and holds i
     np.testing.assert_array_equal(reverse.numpy()[~used], (rows * width + np.arange(width))[~used])
+
+
+def test_a_batch_table_takes_the_reverse_slots_of_its_meshes():
+    """The pipeline computes each mesh's reverse slots once; flattened over a padded batch
+    of meshes with different V and K they must be the slots of the batch's own table."""
+    batch = mesh_batch([trimesh.creation.icosphere(subdivisions=1),
+                        trimesh.creation.box(), trimesh.creation.annulus(0.5, 1.0, 0.3)])
+    assert len({int(k) for k in tf.reduce_max(tf.reduce_sum(
+        tf.cast(batch["neighbor_weights"] != 0, tf.int32), -1), -1)}) > 1  # widths differ
+    table = batch_table(batch)
+    flat = table_features(batch)  # the same table flattened, its slots computed anew
+    width, num_vertices = flat.neighbors.shape[-1], flat.neighbors.shape[1]
+    offsets = (np.arange(len(flat.neighbors)) * num_vertices)[:, None, None]
+    expected = with_reverse_slots(NeighborTable(
+        tf.reshape(flat.neighbors + offsets, [-1, width]), tf.reshape(flat.weights, [-1, width])))
+    assert bool(table.paired) and bool(expected.paired)
+    np.testing.assert_array_equal(table.reverse.numpy(), expected.reverse.numpy())
 
 
 @pytest.mark.parametrize("change", ["drop_one_direction", "duplicate_edge", "zero_one_direction"])
