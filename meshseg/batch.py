@@ -183,7 +183,7 @@ def reverse_slots(neighbors: tf.Tensor, weights: tf.Tensor) -> Tuple[tf.Tensor, 
       the slot itself). It is False for an asymmetric table, a duplicate edge, or an edge
       whose reverse sits on an overflow row; users of the slots must then scatter instead.
     """
-    num_vertices, width = tf.shape(neighbors)[0], tf.shape(neighbors)[1]
+    num_vertices = tf.shape(neighbors)[0]
     used = weights != 0
     # back[i, k, k']: slot k' of row j = neighbors[i, k] is used and holds i.
     back = tf.gather(neighbors, neighbors) == tf.range(num_vertices)[:, tf.newaxis, tf.newaxis]
@@ -193,8 +193,7 @@ def reverse_slots(neighbors: tf.Tensor, weights: tf.Tensor) -> Tuple[tf.Tensor, 
                      0)
     reverse = flat_reverse(neighbors, weights, slots)
     round_trip = tf.gather(tf.reshape(reverse, [-1]), reverse)
-    own = tf.reshape(tf.range(num_vertices * width), [num_vertices, width])
-    paired = tf.reduce_all(~used | (found & (round_trip == own)))
+    paired = tf.reduce_all(~used | (found & (round_trip == _flat_slots(neighbors))))
     return slots, paired
 
 
@@ -203,9 +202,14 @@ def flat_reverse(neighbors: tf.Tensor, weights: tf.Tensor, slots: tf.Tensor) -> 
     slot's reverse (`reverse_slots`: `slots` holds k'), and an unused slot's own index
     (whose per-slot values are 0). `neighbors` [V, K] may be a batch's table flattened over
     its meshes (global row indices, K the batch's width)."""
-    num_vertices, width = tf.shape(neighbors)[0], tf.shape(neighbors)[1]
-    own = tf.reshape(tf.range(num_vertices * width), [num_vertices, width])
-    return tf.where(weights != 0, neighbors * width + slots, own)
+    width = tf.shape(neighbors)[1]
+    return tf.where(weights != 0, neighbors * width + slots, _flat_slots(neighbors))
+
+
+def _flat_slots(neighbors: tf.Tensor) -> tf.Tensor:
+    """int32 [V, K]: each slot's own index i*K + k in the table's [V*K] flattening."""
+    shape = tf.shape(neighbors)
+    return tf.reshape(tf.range(shape[0] * shape[1]), shape)
 
 
 def with_reverse_slots(table: NeighborTable) -> NeighborTable:

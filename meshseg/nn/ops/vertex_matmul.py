@@ -5,6 +5,14 @@ from contextlib import nullcontext
 import tensorflow as tf
 
 
+def _forward_scope():
+    """A context manager that names ops in the current name scope again, from inside a
+    gradient function (which TensorFlow runs in the backward's scope), so that a profile
+    attributes a custom gradient's ops to the forward layer (`meshseg.tools.profile_summary`)."""
+    scope = tf.get_current_name_scope()
+    return (lambda: tf.name_scope(scope + "/")) if scope else nullcontext
+
+
 @tf.custom_gradient
 def vertex_matmul(x: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
     """y = x w for x [N, C] (one row per vertex, N >> C) and w [C, D], any float dtype:
@@ -22,10 +30,10 @@ def vertex_matmul(x: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
     Returns:
       [N, D] of x's dtype.
     """
-    forward_scope = tf.get_current_name_scope()
+    forward_scope = _forward_scope()
 
     def grad(dy):
-        with tf.name_scope(forward_scope + "/") if forward_scope else nullcontext():
+        with forward_scope():
             dx = tf.matmul(dy, w, transpose_b=True)
             dw = tf.transpose(tf.matmul(dy, x, transpose_a=True))
         return dx, dw
@@ -47,12 +55,12 @@ def add_bias(y: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
     Returns:
       [N, D] of y's dtype.
     """
-    forward_scope = tf.get_current_name_scope()
+    forward_scope = _forward_scope()
 
     @tf.custom_gradient
     def add(y, bias):
         def grad(dy):
-            with tf.name_scope(forward_scope + "/") if forward_scope else nullcontext():
+            with forward_scope():
                 ones = tf.ones(tf.stack([1, tf.shape(dy)[0]]), dy.dtype)
                 return dy, tf.reshape(tf.matmul(ones, dy), [-1])
         return y + bias, grad
