@@ -6,9 +6,10 @@ import tensorflow as tf
 
 
 def _forward_scope():
-    """A context manager that names ops in the current name scope again, from inside a
-    gradient function (which TensorFlow runs in the backward's scope), so that a profile
-    attributes a custom gradient's ops to the forward layer (`meshseg.tools.profile_summary`)."""
+    """A factory of context managers, called inside a gradient function (which TensorFlow
+    runs in the backward's scope), that name ops in the name scope current when
+    `_forward_scope` was called, so that a profile attributes a custom gradient's ops to
+    the forward layer (`meshseg.tools.profile_summary`)."""
     scope = tf.get_current_name_scope()
     return (lambda: tf.name_scope(scope + "/")) if scope else nullcontext
 
