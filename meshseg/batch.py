@@ -28,8 +28,9 @@ E = the largest edge count in the batch (or the bucket shape, under XLA):
   of row j that holds i (`reverse_slots`), 0 in unused slots and padding;
   features["paired"]: bool [B], whether those pair every used slot of the mesh's table.
 - features["inputs"]: float32 [B, V, F], the per-vertex input features of `data.features`
-  concatenated in that order (`meshseg.config.FEATURE_WIDTHS`: xyz 3, normals 3, hks 16);
-  just the normalised positions (F = 3) by default. Padded with 0.
+  concatenated in that order (`meshseg.config.feature_widths`: xyz 3, xyz_fourier 6 per
+  octave, normals 3, hks 16); just the normalised positions (F = 3) by default. Padded
+  with 0.
 - The mesh hierarchy, when the records store one (`data.levels` = L > 0), for each coarser
   level l = 1..L the keys above of its own adjacency under `level_key(l, name)`
   ("level<l>/num_vertices", "level<l>/edges", ..., "level<l>/overflow_centers"; V_l

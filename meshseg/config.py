@@ -36,11 +36,18 @@ PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16", "auto")
 ROTATIONS = ("none", "up", "so3")
 # Per-vertex input features (`data.features`) and their widths: positions as normalised
 # (`data.center`, `data.scale`) and augmented, their Fourier features (sin, cos at
-# FOURIER_OCTAVES octave frequencies: `meshseg.data.positional`), unit vertex normals, and
-# the heat kernel signature (`meshseg.data.descriptors`). The first two are computed from
-# the positions when a mesh is read (POSITION_FEATURES), the others stored in the records.
-FOURIER_OCTAVES = 6
-FEATURE_WIDTHS = {"xyz": 3, "xyz_fourier": 6 * FOURIER_OCTAVES, "normals": 3, "hks": 16}
+# data.fourier_octaves octave frequencies: `meshseg.data.positional`), unit vertex normals,
+# and the heat kernel signature (`meshseg.data.descriptors`). The first two are computed
+# from the positions when a mesh is read (POSITION_FEATURES), the others stored in the records.
+FEATURE_NAMES = ("xyz", "xyz_fourier", "normals", "hks")
+FOURIER_OCTAVES = 6  # data.fourier_octaves' default: periods 2 .. 1/16 on a unit-area mesh
+
+
+def feature_widths(fourier_octaves: int = FOURIER_OCTAVES) -> dict[str, int]:
+    """{name: channels} of every per-vertex input feature (`FEATURE_NAMES`): xyz 3,
+    xyz_fourier 6 per octave (sin and cos of x, y, z), normals 3, hks 16."""
+    return {"xyz": 3, "xyz_fourier": 6 * fourier_octaves, "normals": 3, "hks": 16}
+
 POSITION_FEATURES = ("xyz", "xyz_fourier")
 CENTERS = ("mean", "area_centroid", "none")  # data.center
 SCALES = ("rms", "unit_area", "none")  # data.scale
@@ -152,10 +159,12 @@ class DataConfig:
     batch_size: int = 4  # meshes per step
     shuffle_buffer: int = 64  # meshes
     # Per-vertex inputs, concatenated in the order listed here (choices and widths:
-    # `FEATURE_WIDTHS`, xyz 3 | xyz_fourier 36 | normals 3 | hks 16). normals and hks are
-    # computed by the converter and stored in the records (a mesh-folder cache reconverts
-    # when they change); xyz_fourier is computed from the positions when a mesh is read.
+    # `feature_widths`, xyz 3 | xyz_fourier 6 per octave | normals 3 | hks 16). normals and
+    # hks are computed by the converter and stored in the records (a mesh-folder cache
+    # reconverts when they change); xyz_fourier is computed from the positions when a mesh
+    # is read, at this many octave frequencies (periods 2 .. 2 / 2**(octaves-1)).
     features: List[str] = field(default_factory=lambda: ["xyz"])
+    fourier_octaves: int = FOURIER_OCTAVES
     # Mesh hierarchy stored in the records for multi-scale models: this many levels beyond
     # the mesh itself, each about `coarsening` times fewer vertices (quadric decimation).
     levels: int = 0
@@ -332,6 +341,7 @@ MAX_THREADS = 2**31 - 1  # TensorFlow's thread counts (threads, inter_op_threads
 INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, MAX_THREADS),
                   "inter_op_threads": (0, MAX_THREADS), "summaries.meshes": (0, None),
                   "strategy.port_base": (1, 65535), "data.levels": (0, 8),
+                  "data.fourier_octaves": (1, 16),
                   "optimizer.warmup_steps": (0, None), "profile_steps": (0, None),
                   "model.output_level": (0, None), "model.fine_head_channels": (0, None),
                   "data.validation_meshes": (0, None),
@@ -345,7 +355,7 @@ POSITIVE = ("optimizer.learning_rate", "optimizer.decay_rate", "optimizer.epsilo
 # names against the implementations' registry (`meshseg.train.run.typed_config`).
 CHOICES = {"precision": PRECISIONS, "data.source": DATA_SOURCES,
            "data.adjacency": ADJACENCY_LEVELS, "data.overlap": ("warn", "refuse"),
-           "loop.name": LOOPS, "data.features": tuple(FEATURE_WIDTHS), "data.center": CENTERS,
+           "loop.name": LOOPS, "data.features": FEATURE_NAMES, "data.center": CENTERS,
            "data.scale": SCALES, "data.frame": FRAMES, "data.eval_rotation": ("none", "so3"),
            "model.name": MODELS, "optimizer.name": OPTIMIZERS,
            "optimizer.schedule": SCHEDULES, "loss.class_weights": CLASS_WEIGHTS}
@@ -412,9 +422,9 @@ def check(config: TrainConfig) -> None:
         if any(entry not in choices for entry in (value if isinstance(value, list) else [value])):
             raise ConfigError(f"{key}={value}: choose one of {', '.join(choices)}")
     if not config.data.features:
-        raise ConfigError(f"data.features must list at least one of {', '.join(FEATURE_WIDTHS)}")
+        raise ConfigError(f"data.features must list at least one of {', '.join(FEATURE_NAMES)}")
     if len(set(config.data.features)) != len(config.data.features):
-        raise ConfigError(f"data.features must list each of {', '.join(FEATURE_WIDTHS)} at most "
+        raise ConfigError(f"data.features must list each of {', '.join(FEATURE_NAMES)} at most "
                           f"once, got {list(config.data.features)}")
     if not 1 < config.data.coarsening < math.inf:
         raise ConfigError(f"data.coarsening must be a finite number > 1, "

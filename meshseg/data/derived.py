@@ -10,14 +10,14 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from meshseg.config import FEATURE_WIDTHS, POSITION_FEATURES
+from meshseg.config import POSITION_FEATURES, feature_widths
 from meshseg.data.descriptor_cache import mesh_descriptors
 from meshseg.data.hierarchy import mesh_hierarchy
 
 # The per-vertex features the records store (not those computed from the vertices when a
-# mesh is read, `POSITION_FEATURES`), in the order of `meshseg.config.FEATURE_WIDTHS`,
+# mesh is read, `POSITION_FEATURES`), in the order of `meshseg.config.FEATURE_NAMES`,
 # with their widths: normals 3, hks 16.
-STORED_FEATURES = {name: width for name, width in FEATURE_WIDTHS.items()
+STORED_FEATURES = {name: width for name, width in feature_widths().items()
                    if name not in POSITION_FEATURES}
 
 

@@ -16,10 +16,10 @@ from typing import Optional
 
 import numpy as np
 
-from meshseg.config import FEATURE_WIDTHS
+from meshseg.config import feature_widths
 from meshseg.data.descriptors import heat_kernel_signature, normalized_positions, vertex_normals
 
-HKS_SETTINGS = {"num_times": FEATURE_WIDTHS["hks"], "t_min": 0.01, "t_max": 2.0,
+HKS_SETTINGS = {"num_times": feature_widths()["hks"], "t_min": 0.01, "t_max": 2.0,
                 "num_eigenpairs": 128}
 CACHE_FORMAT = 1  # raised when what a cached .npz holds changes
 DESCRIPTORS = ("xyz", "hks", "normals")

@@ -4,6 +4,7 @@ before they import it; `meshseg.data.pipeline` builds the inputs)."""
 
 from dataclasses import dataclass
 
+from meshseg.config import FOURIER_OCTAVES, feature_widths
 from meshseg.data.derived import stored_features
 
 
@@ -20,6 +21,7 @@ class MeshInputs:
       center, scale: the normalisation of `meshseg.data.pipeline.normalize_vertices`.
       frame: "pca" turns each mesh into its principal frame after any rotation
         (`meshseg.data.principal_frame`), "none" keeps its orientation.
+      fourier_octaves: the frequencies of "xyz_fourier" (`meshseg.data.positional`).
     """
 
     features: tuple = ("xyz",)
@@ -27,11 +29,20 @@ class MeshInputs:
     center: str = "mean"
     scale: str = "rms"
     frame: str = "none"
+    fourier_octaves: int = FOURIER_OCTAVES
 
     @classmethod
     def of(cls, data) -> "MeshInputs":
-        """The `MeshInputs` of a `DataConfig` (or anything with its five attributes)."""
-        return cls(tuple(data.features), int(data.levels), data.center, data.scale, data.frame)
+        """The `MeshInputs` of a `DataConfig` (or anything with its six attributes)."""
+        return cls(tuple(data.features), int(data.levels), data.center, data.scale, data.frame,
+                   int(data.fourier_octaves))
+
+    @property
+    def width(self) -> int:
+        """F, the channels of "inputs": the `features`' widths summed
+        (`meshseg.config.feature_widths`)."""
+        widths = feature_widths(self.fourier_octaves)
+        return sum(widths[name] for name in self.features)
 
     @property
     def stored(self) -> tuple:

@@ -149,7 +149,8 @@ def model_inputs(features: dict[str, tf.Tensor], inputs: MeshInputs,
     if normals is not None:
         stored["normals"] = normals
     computed = {"xyz": lambda: features["vertices"],
-                "xyz_fourier": lambda: fourier_features(features["vertices"])}
+                "xyz_fourier": lambda: fourier_features(features["vertices"],
+                                                        inputs.fourier_octaves)}
     parts = [computed[name]() if name in computed else stored[name] for name in inputs.features]
     features["inputs"] = parts[0] if len(parts) == 1 else tf.concat(parts, axis=-1)
     return features

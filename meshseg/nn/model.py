@@ -114,7 +114,7 @@ class MeshSegmentationNet(keras.Model):
       translation_invariant: tie v = -u in every graph convolution (the demo's default).
       xla: build graph convolutions in their XLA-compilable formulation.
       input_width: F, the width of features["inputs"] (3 for the demo's xyz;
-        `meshseg.config.FEATURE_WIDTHS`).
+        `meshseg.config.feature_widths`).
       precision: the Keras dtype policy of every layer but the last ("float32",
         "mixed_float16", "mixed_bfloat16"); the logits are float32 whatever it is. Saved
         with the model, so a reloaded model computes as the trained one did.

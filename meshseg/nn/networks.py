@@ -1,10 +1,9 @@
 """The networks `model.name` chooses from, built from the `model` settings."""
 
-from typing import Mapping, Sequence
+from typing import Mapping
 
 import keras
 
-from meshseg.config import FEATURE_WIDTHS
 from meshseg.nn.model import MeshSegmentationNet
 from meshseg.nn.unet import FeaStUNet
 
@@ -22,11 +21,6 @@ NETWORK_SETTINGS = {
 }
 
 
-def input_width(features: Sequence[str]) -> int:
-    """F, the width of features["inputs"] for `data.features` (`FEATURE_WIDTHS`)."""
-    return sum(FEATURE_WIDTHS[name] for name in features)
-
-
 def build_network(num_classes: int, impl: str, settings: Mapping, input_width: int,
                   xla: bool, precision: str = "float32") -> keras.Model:
     """The network `settings["name"]` names, unbuilt.
@@ -35,7 +29,7 @@ def build_network(num_classes: int, impl: str, settings: Mapping, input_width: i
       num_classes, impl, xla, precision: as `MeshSegmentationNet`.
       settings: the `model` group as a dict (`dataclasses.asdict(ModelConfig)`); the
         fields of `NETWORK_SETTINGS[name]` are passed on, the others ignored.
-      input_width: F of features["inputs"] (`input_width(data.features)`).
+      input_width: F of features["inputs"] (`meshseg.data.inputs.MeshInputs.width`).
 
     Raises:
       ValueError: for a name not in `NETWORKS`.

@@ -130,7 +130,7 @@ class FeaStUNet(keras.Model):
       xla: build graph convolutions in their XLA-compilable formulation.
       precision: the Keras dtype policy of every layer but the classifier, whose logits are
         float32 (float64 under "float64", which the tests use as a reference).
-      input_width: F, the width of features["inputs"] (`meshseg.config.FEATURE_WIDTHS`).
+      input_width: F, the width of features["inputs"] (`meshseg.config.feature_widths`).
       output_level: P in [0, L], the level the classifier runs on.
       fine_head_channels: F', the width of the fine head that corrects the carried-back
         logits on the mesh (needs P > 0; 0: none, every child takes its ancestor's logits).

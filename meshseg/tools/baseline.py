@@ -19,9 +19,10 @@ the baseline reads the same mesh folder, label files (`data.labels`, `data.label
 - `hks`: the heat kernel signature at 16 log-spaced times in [0.01, 2] from 128 eigenpairs
   of the robust Laplacian, each channel as log minus its area-weighted mean (16 channels);
 - `normals`: the area-weighted unit vertex normal (3 channels);
-- `xyz_fourier`: sin and cos of that `xyz` at octave frequencies, by the function a run
-  uses (`meshseg.data.positional`; 36 channels; a run encodes its own `data.center` /
-  `data.scale` positions, the same as these in the presets of `experiment=rna`).
+- `xyz_fourier`: sin and cos of that `xyz` at `data.fourier_octaves` octave frequencies,
+  by the function a run uses (`meshseg.data.positional`; 6 channels per octave; a run
+  encodes its own `data.center` / `data.scale` positions, the same as these in the
+  presets of `experiment=rna`).
 
 Descriptors are cached per mesh in `--cache-dir` (default: `data.descriptor_cache`;
 `meshseg.data.descriptor_cache`, shared with the converter), so a second run, or a
@@ -130,11 +131,12 @@ def in_principal_frame(descriptors: dict[str, np.ndarray], triangles: np.ndarray
     return {**descriptors, "xyz": turned.numpy(), "normals": normals.numpy()}
 
 
-def fourier_features_np(xyz: np.ndarray) -> np.ndarray:
-    """float32 [V, 36] `meshseg.data.positional.fourier_features` of float32 [V, 3] xyz."""
+def fourier_features_np(xyz: np.ndarray, octaves: int) -> np.ndarray:
+    """float32 [V, 6 * octaves] `meshseg.data.positional.fourier_features` of float32
+    [V, 3] xyz."""
     start_tensorflow_quietly()
     from meshseg.data.positional import fourier_features
-    return fourier_features(xyz).numpy()
+    return fourier_features(xyz, octaves).numpy()
 
 
 def split_arrays(mesh_paths: list[Path], label_paths: list[Path], features: list[str],
@@ -155,7 +157,8 @@ def split_arrays(mesh_paths: list[Path], label_paths: list[Path], features: list
         except InvalidMeshError as error:
             raise DataError(f"{label_path}: {error}") from error
         if "xyz_fourier" in features:
-            descriptors = {**descriptors, "xyz_fourier": fourier_features_np(descriptors["xyz"])}
+            fourier = fourier_features_np(descriptors["xyz"], data.fourier_octaves)
+            descriptors = {**descriptors, "xyz_fourier": fourier}
         inputs.append(np.concatenate([descriptors[name] for name in features], axis=1))
         classes.append(labels)
     return inputs, classes

@@ -121,7 +121,8 @@ def model_and_batch(config: Dict):
     precision, its variables created."""
     import dataclasses
 
-    from meshseg.nn.networks import build_network, input_width
+    from meshseg.data.inputs import MeshInputs
+    from meshseg.nn.networks import build_network
 
     precision = config.get("precision", "float32")
     if config.get("model", "demo") == "demo":
@@ -133,7 +134,7 @@ def model_and_batch(config: Dict):
         composed, features, labels = unet_batch(config.get("overrides", []),
                                                 config["batch_size"], config["jit"])
         settings = dataclasses.asdict(composed.model)
-        num_classes, width = composed.data.num_classes, input_width(composed.data.features)
+        num_classes, width = composed.data.num_classes, MeshInputs.of(composed.data).width
     model = build_network(num_classes, config["impl"], settings, input_width=width,
                           xla=config["jit"], precision=precision)
     model.build_from_config({})

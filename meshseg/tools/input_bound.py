@@ -65,6 +65,7 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, Opti
     from meshseg.train.distribute import set_threads
 
     set_threads(cfg.threads, cfg.inter_op_threads)  # before tensorflow-graphics runs ops
+    from meshseg.data.inputs import MeshInputs
     from meshseg.train.run import (build_loss, build_model, build_optimizer, load_data,
                                    typed_config)
     from meshseg.train.step import TrainStep, median_step_ms
@@ -72,7 +73,7 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, Opti
     config = typed_config(cfg)
     train_data, _, data_info = load_data(config)
     model = build_model(config.data.num_classes, config.impl.name, config.model,
-                        config.precision, config.jit, config.data.features)
+                        config.precision, config.jit, MeshInputs.of(config.data))
     optimizer = build_optimizer(model, config.optimizer, config.precision, config.steps)
     step = TrainStep(model, optimizer, config.jit, tf.distribute.get_strategy(),
                      build_loss(config.loss, data_info.train_histogram))

@@ -12,7 +12,6 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Sequence
 
 import keras
 import numpy as np
@@ -26,7 +25,7 @@ from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import sample_meshes
 from meshseg.data.sources import DataInfo, build_datasets, evaluation_dataset
 from meshseg.errors import ConfigError, DataError, RunDirError
-from meshseg.nn.networks import build_network, input_width
+from meshseg.nn.networks import build_network
 from meshseg.nn.ops import IMPLEMENTATIONS, XLA_FORMULATION
 from meshseg.train.autotune import choose_impl
 from meshseg.train.controller import Controller, Loop, Schedule
@@ -92,12 +91,12 @@ def load_data(config: TrainConfig):
 
 
 def build_model(num_classes: int, impl: str, model: ModelConfig, precision: str,
-                jit: bool, features: Sequence[str] = ("xyz",)) -> keras.Model:
-    """The network `model.name` chooses (`meshseg.nn.networks`) for inputs of
-    `data.features`, with its layers in the `precision` policy (the logits stay float32),
-    its variables created. Call inside the strategy's scope."""
+                jit: bool, inputs: MeshInputs = MeshInputs()) -> keras.Model:
+    """The network `model.name` chooses (`meshseg.nn.networks`) for the inputs `inputs`
+    builds (`MeshInputs.of(config.data)`), with its layers in the `precision` policy (the
+    logits stay float32), its variables created. Call inside the strategy's scope."""
     network = build_network(num_classes, impl, dataclasses.asdict(model),
-                            input_width=input_width(features), xla=jit, precision=precision)
+                            input_width=inputs.width, xla=jit, precision=precision)
     network.build_from_config({})
     return network
 
@@ -218,7 +217,7 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
     impl = choose_implementation(config, train_data)
     with strategy.scope():
         model = build_model(config.data.num_classes, impl, config.model, config.precision,
-                            config.jit, config.data.features)
+                            config.jit, MeshInputs.of(config.data))
         optimizer = build_optimizer(model, config.optimizer, config.precision, config.steps)
     loop = build_loop(config, model, optimizer, train_data, strategy, data_info.train_histogram)
     predict_step = make_predict_step(model, config.jit, test_data.element_spec[0])

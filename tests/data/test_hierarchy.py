@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import trimesh
 
-from meshseg.config import FEATURE_WIDTHS
+from meshseg.config import feature_widths
 from meshseg.data.derived import derive, stored_features
 from meshseg.data.hierarchy import decimate, mesh_hierarchy
 
@@ -68,7 +68,7 @@ def test_derive_gives_the_schema_widths_of_normals_and_hks():
     vertices, triangles = _sphere(2)
     derived = derive(vertices, triangles, ["xyz", "hks", "normals"], 1)
     assert {name: values.shape[1] for name, values in derived.features.items()} == {
-        name: FEATURE_WIDTHS[name] for name in ("normals", "hks")}
+        name: feature_widths()[name] for name in ("normals", "hks")}
     assert all(values.dtype == np.float32 and np.isfinite(values).all()
                for values in derived.features.values())
     assert len(derived.levels) == 1

@@ -10,7 +10,7 @@ import yaml
 
 from meshseg.config import ModelConfig
 from meshseg.nn.model import MeshSegmentationNet, one_triangle
-from meshseg.nn.networks import build_network, input_width
+from meshseg.nn.networks import build_network
 from meshseg.nn.unet import FeaStUNet
 
 CONF = Path(__file__).parents[2] / "conf" / "model"
@@ -19,13 +19,6 @@ CONF = Path(__file__).parents[2] / "conf" / "model"
 def settings(name: str) -> dict:
     """conf/model/<name>.yaml over the schema's defaults, as `dataclasses.asdict` gives it."""
     return dataclasses.asdict(ModelConfig(**yaml.safe_load((CONF / f"{name}.yaml").read_text())))
-
-
-def test_input_width_sums_the_feature_widths_in_order():
-    assert input_width(["xyz"]) == 3
-    assert input_width(["xyz", "hks"]) == 19
-    assert input_width(["normals", "xyz", "hks"]) == 22
-    assert input_width(["xyz", "xyz_fourier", "hks"]) == 3 + 36 + 16
 
 
 def test_demo_is_built_from_its_conf_and_ignores_the_unet_settings():

@@ -13,6 +13,7 @@ from omegaconf import OmegaConf
 from helpers.meshes import SEAM_OBJ
 from helpers.runs import tiny_config, train_tiny
 from meshseg.batch import without_mesh_ids
+from meshseg.config import FOURIER_OCTAVES
 from meshseg.data.meshfiles import load_labelled_mesh
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import make_dataset
@@ -323,3 +324,19 @@ def test_a_run_stored_before_center_and_scale_is_read_with_their_equivalents(tra
     (old / "run_config.yaml").write_text(stored.replace("  center: mean\n", "  mean_center: true\n")
                                          .replace("  scale: none\n", "  unit_scale: false\n"))
     assert input_settings(str(old)).inputs == MeshInputs(center="mean", scale="none")
+
+
+def test_a_run_stored_before_fourier_octaves_reads_the_six_it_was_trained_with(trained_run,
+                                                                             tmp_path):
+    import shutil
+
+    old = tmp_path / "old_run"
+    shutil.copytree(trained_run, old)
+    stored = (old / "run_config.yaml").read_text()
+    assert f"  fourier_octaves: {FOURIER_OCTAVES}\n" in stored
+    (old / "run_config.yaml").write_text(stored.replace(f"  fourier_octaves: {FOURIER_OCTAVES}\n",
+                                                        ""))
+    assert input_settings(str(old)).inputs.fourier_octaves == FOURIER_OCTAVES == 6
+    (old / "run_config.yaml").write_text(stored.replace(f"  fourier_octaves: {FOURIER_OCTAVES}\n",
+                                                        "  fourier_octaves: 8\n"))
+    assert input_settings(str(old)).inputs.fourier_octaves == 8
