@@ -7,6 +7,8 @@ data set's splits.
     python -m meshseg.tools.baseline data=rna_250 --classifier mlp --max-train-vertices 500000
     python -m meshseg.tools.baseline data=rna_250 --features xyz --classifier nearest_mesh
     python -m meshseg.tools.baseline experiment=rna_full --features xyz --classifier nearest_mesh
+    python -m meshseg.tools.baseline experiment=rna_full --features xyz --classifier nearest_mesh \
+        --meshes 5
 
 The overrides are composed into the `train` config exactly as `train.py` composes them, so
 the baseline reads the same mesh folder, label files (`data.labels`, `data.label_offset`,
@@ -41,7 +43,8 @@ convention).
 training mesh closest to it in feature space (`NearestMeshTransfer`), vertex by vertex.
 With `--features xyz` it is label transfer from a training mesh in the same coordinate
 frame, and it shows how much a split's test meshes are near-copies of training meshes
-(on `rna_250` most are: docs/results.md).
+(on `rna_250` most are: docs/results.md). `--meshes 5` takes each vertex's majority
+class over the 5 closest training meshes instead: the consensus of the near-copies.
 
 A mistake ends with one line and its exit status (`meshseg.cli`): 2 for an override, option
 or path, 4 for a mesh or label file that is missing or invalid (named).
@@ -180,7 +183,7 @@ def build_classifier(name: str, max_iter: int, seed: int):
 
 
 class NearestMeshTransfer:
-    """Label transfer from the nearest training mesh: no learning, a test of how much a
+    """Label transfer from the nearest training meshes: no learning, a test of how much a
     split's test meshes repeat its training meshes.
 
     `fit` keeps a k-d tree (`scipy.spatial.cKDTree`) of each training mesh's per-vertex
@@ -188,12 +191,16 @@ class NearestMeshTransfer:
     `probe` seeded test vertices to their nearest vertex of that mesh, and gives each test
     vertex the class of its nearest vertex in the best mesh. With xyz features (centred
     at the area-weighted centroid, unit area) that is the nearest-vertex label transfer
-    from the training mesh that lies closest in the same coordinate frame.
+    from the training mesh that lies closest in the same coordinate frame. With
+    `meshes` k > 1 each test vertex takes the majority of the classes transferred from
+    the k best meshes (a tie goes to the class of the best mesh among those tied): the
+    consensus of the near-copies rather than one of them.
     """
 
-    def __init__(self, probe: int = 1000, seed: int = 0):
+    def __init__(self, probe: int = 1000, seed: int = 0, meshes: int = 1):
         self.probe = probe
         self.seed = seed
+        self.num_meshes = meshes
         self.meshes = []
 
     def fit(self, inputs: list[np.ndarray], classes: list[np.ndarray]) -> None:
@@ -207,17 +214,29 @@ class NearestMeshTransfer:
         rng = np.random.default_rng(self.seed)
         probe = mesh_inputs[rng.choice(len(mesh_inputs), min(self.probe, len(mesh_inputs)),
                                        replace=False)]
-        tree, mesh_classes = min(self.meshes,
-                                 key=lambda mesh: float(np.median(mesh[0].query(probe)[0])))
-        return mesh_classes[tree.query(mesh_inputs)[1]]
+        distances = [float(np.median(tree.query(probe)[0])) for tree, _ in self.meshes]
+        transferred = []  # [V] classes from each of the best meshes, the best first
+        for index in np.argsort(distances, kind="stable")[:self.num_meshes]:
+            tree, mesh_classes = self.meshes[index]
+            transferred.append(mesh_classes[tree.query(mesh_inputs)[1]])
+        if len(transferred) == 1:
+            return transferred[0]
+        votes = np.zeros([len(mesh_inputs), int(max(map(np.max, transferred))) + 1])
+        vertices = np.arange(len(mesh_inputs))
+        for rank, mesh_classes in enumerate(transferred):  # one vote, a nearer mesh's weighs
+            weight = 1.0 + 1e-3 * (len(transferred) - rank)  # a hair more: it wins a tie
+            np.add.at(votes, (vertices, mesh_classes), weight)
+        return votes.argmax(axis=1)
 
 
 def run_baseline(overrides: list[str], features: list[str], classifier: str,
                  max_train_vertices: int | None, max_iter: int, seed: int,
-                 cache_dir: Path | None, predictions_dir: Path | None = None) -> dict:
+                 cache_dir: Path | None, predictions_dir: Path | None = None,
+                 meshes: int = 1) -> dict:
     """Fits the baseline on the training split of the composed config and scores it on the
     test split (see the module docstring). Descriptors are cached in `cache_dir`, or in
-    the config's `data.descriptor_cache` when None.
+    the config's `data.descriptor_cache` when None. `meshes`: the training meshes
+    `nearest_mesh` takes a vote of (`NearestMeshTransfer`).
 
     Returns:
       JSON-serialisable dict: `data` (name, root), `features`, `classifier`, vertex and mesh
@@ -230,6 +249,8 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
     """
     if classifier == "nearest_mesh" and max_train_vertices is not None:
         raise ConfigError("--max-train-vertices: nearest_mesh keeps every training mesh whole")
+    if classifier != "nearest_mesh" and meshes != 1:
+        raise ConfigError(f"--meshes {meshes}: only nearest_mesh votes over training meshes")
     started = time.perf_counter()
     data = composed_config(overrides).data
     cache_dir = cache_dir or (Path(data.descriptor_cache) if data.descriptor_cache else None)
@@ -244,7 +265,7 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
         inputs, classes = inputs[chosen], classes[chosen]
     fit_started = time.perf_counter()
     if classifier == "nearest_mesh":
-        model = NearestMeshTransfer(seed=seed)
+        model = NearestMeshTransfer(seed=seed, meshes=meshes)
         model.fit(train_inputs, train_classes)
     else:
         model = build_classifier(classifier, max_iter, seed)
@@ -263,7 +284,7 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
     start_tensorflow_quietly()
     from meshseg.train.evaluate import scores
     return {"data": data.name, "root": str(data.root), "features": features,
-            "classifier": classifier, "train_meshes": len(train_inputs),
+            "classifier": classifier, "meshes": meshes, "train_meshes": len(train_inputs),
             "test_meshes": len(test_inputs), "train_vertices": len(classes),
             "all_train_vertices": int(train_histogram.sum()),
             "test_vertices": int(confusion.sum()), "num_classes": num_classes,
@@ -274,7 +295,10 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
 def markdown_row(result: dict, command_line: str) -> str:
     """One row of a results table: data, features, classifier, training vertices used,
     accuracy, mean IoU, majority baseline, wall time (s), command."""
-    return (f"| {result['data']} | {'+'.join(result['features'])} | {result['classifier']} | "
+    classifier = result["classifier"]
+    if result.get("meshes", 1) > 1:
+        classifier += f", vote of {result['meshes']} meshes"
+    return (f"| {result['data']} | {'+'.join(result['features'])} | {classifier} | "
             f"{result['train_vertices']} of {result['all_train_vertices']} | "
             f"{result['accuracy']:.3f} | {result['mean_iou']:.3f} | "
             f"{result['majority_baseline_accuracy']:.3f} | {result['wall_s']:.0f} | "
@@ -304,6 +328,9 @@ def main(argv=None) -> None:
                         help="fit on a seeded random subset of this many training vertices")
     parser.add_argument("--max-iter", type=at_least(1), default=100,
                         help="boosting rounds (hist_gradient_boosting) or epochs (mlp)")
+    parser.add_argument("--meshes", type=at_least(1), default=1,
+                        help="nearest_mesh: a per-vertex vote of this many nearest training "
+                             "meshes (default 1: copy the nearest)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cache-dir", default=None,
                         help="per-mesh descriptor cache (default: data.descriptor_cache)")
@@ -323,7 +350,7 @@ def main(argv=None) -> None:
     result = run_baseline(args.overrides, args.features, args.classifier,
                           args.max_train_vertices, args.max_iter, args.seed,
                           Path(args.cache_dir) if args.cache_dir else None,
-                          Path(args.predictions) if args.predictions else None)
+                          Path(args.predictions) if args.predictions else None, args.meshes)
     result["command"] = command_line
     print(f"{result['data']}: test accuracy {result['accuracy']:.4f}, mean IoU "
           f"{result['mean_iou']:.4f}, majority baseline "

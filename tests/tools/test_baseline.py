@@ -204,3 +204,19 @@ def test_an_empty_test_split_is_refused_naming_the_split_file(mesh_folder, tmp_p
         baseline.main(overrides(root) + ["--cache-dir", str(tmp_path / "cache")])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err == f"error: {root / 'test.txt'} lists no mesh\n"
+
+
+def test_a_vote_of_meshes_takes_the_majority_and_a_tie_goes_to_the_nearest_mesh():
+    points = np.random.default_rng(2).normal(size=(50, 3))
+    shifts_and_classes = [(0.001, 0), (0.002, 1), (0.003, 1), (5.0, 2)]  # nearest first
+    for meshes, expected in [(1, 0), (2, 0), (3, 1), (4, 1)]:
+        model = baseline.NearestMeshTransfer(probe=20, meshes=meshes)
+        model.fit([points + shift for shift, _ in reversed(shifts_and_classes)],
+                  [np.full(50, label) for _, label in reversed(shifts_and_classes)])
+        np.testing.assert_array_equal(model.predict(points), np.full(50, expected))
+
+
+def test_a_vote_of_meshes_is_refused_for_a_classifier_that_fits_vertices(twin_folder, tmp_path):
+    with pytest.raises(ConfigError, match="--meshes 3: only nearest_mesh votes"):
+        baseline.run_baseline(overrides(twin_folder), ["xyz"], "mlp", None, 100, 0,
+                              tmp_path / "cache", meshes=3)
