@@ -39,7 +39,6 @@ ROTATIONS = ("none", "up", "so3")
 # data.fourier_octaves octave frequencies: `meshseg.data.positional`), unit vertex normals,
 # and the heat kernel signature (`meshseg.data.descriptors`). The first two are computed
 # from the positions when a mesh is read (POSITION_FEATURES), the others stored in the records.
-FEATURE_NAMES = ("xyz", "xyz_fourier", "normals", "hks")
 FOURIER_OCTAVES = 6  # data.fourier_octaves' default: periods 2 .. 1/16 on a unit-area mesh
 
 
@@ -48,6 +47,8 @@ def feature_widths(fourier_octaves: int = FOURIER_OCTAVES) -> dict[str, int]:
     xyz_fourier 6 per octave (sin and cos of x, y, z), normals 3, hks 16."""
     return {"xyz": 3, "xyz_fourier": 6 * fourier_octaves, "normals": 3, "hks": 16}
 
+
+FEATURE_NAMES = tuple(feature_widths())  # data.features' choices, in the records' order
 POSITION_FEATURES = ("xyz", "xyz_fourier")
 CENTERS = ("mean", "area_centroid", "none")  # data.center
 SCALES = ("rms", "unit_area", "none")  # data.scale

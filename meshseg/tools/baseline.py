@@ -223,9 +223,10 @@ class NearestMeshTransfer:
             return transferred[0]
         votes = np.zeros([len(mesh_inputs), int(max(map(np.max, transferred))) + 1])
         vertices = np.arange(len(mesh_inputs))
-        for rank, mesh_classes in enumerate(transferred):  # one vote, a nearer mesh's weighs
-            weight = 1.0 + 1e-3 * (len(transferred) - rank)  # a hair more: it wins a tie
-            np.add.at(votes, (vertices, mesh_classes), weight)
+        for rank, mesh_classes in enumerate(transferred):
+            # one vote each (one class per vertex and mesh: no index repeats); a nearer
+            # mesh's weighs a hair more, so it wins a tie
+            votes[vertices, mesh_classes] += 1.0 + 1e-3 * (len(transferred) - rank)
         return votes.argmax(axis=1)
 
 
