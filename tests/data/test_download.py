@@ -102,7 +102,7 @@ def tiny_rna(server, tmp_path):
     archive, manifest = tiny_rna_archive()
     server.files["tiny.zip"] = archive
     (tmp_path / "rna.sha256").write_text(manifest)
-    # 3 training meshes: hold out 1 of them, not experiment=rna_full's 55
+    # 3 training meshes: hold out 1 of them (as experiment=rna_full data.validation_meshes=55)
     return replace(DATASETS["rna"], archives=(Archive(server.url("tiny.zip"), "tiny.zip"),),
                    manifest=tmp_path / "rna.sha256",
                    overrides=(*DATASETS["rna"].overrides, "data.validation_meshes=1"))
