@@ -212,6 +212,7 @@ class ModelConfig:
     dropout: float = 0.0  # feastnet_unet: dropout rate before the classifier
     output_level: int = 0  # feastnet_unet: the level the classifier runs on, carried back to 0
     fine_head_channels: int = 0  # feastnet_unet, output_level > 0: the fine head's width (0: none)
+    fine_head_convs: int = 0  # feastnet_unet, fine_head_channels > 0: its FeaSt blocks on the mesh
     input_skip: bool = False  # feastnet_unet: the inputs also feed the classifier head
     hidden_layers: int = 1  # feastnet_unet: hidden 1x1 convolutions in the classifier head
     global_skip: bool = False  # feastnet_unet: the global mesh feature also feeds the head
@@ -345,6 +346,7 @@ INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, MAX_THREADS),
                   "data.fourier_octaves": (1, 16),
                   "optimizer.warmup_steps": (0, None), "profile_steps": (0, None),
                   "model.output_level": (0, None), "model.fine_head_channels": (0, None),
+                  "model.fine_head_convs": (0, None),
                   "data.validation_meshes": (0, None),
                   "data.validation_seed": (0, 2**32 - 1),
                   "data.eval_rotation_seed": (0, 2**63 - 1),
@@ -444,6 +446,10 @@ def check(config: TrainConfig) -> None:
         raise ConfigError(f"model.fine_head_channels={config.model.fine_head_channels} corrects "
                           f"logits carried back from a coarser level: set model.output_level "
                           f">= 1, or model.fine_head_channels=0")
+    if config.model.fine_head_convs and not config.model.fine_head_channels:
+        raise ConfigError(f"model.fine_head_convs={config.model.fine_head_convs} are the fine "
+                          f"head's convolutions: set model.fine_head_channels >= 1 (and "
+                          f"model.output_level >= 1), or model.fine_head_convs=0")
     for key in ("model.dropout", "loss.label_smoothing", "optimizer.weight_decay"):
         if not 0 <= _value(config, key) < 1:
             raise ConfigError(f"{key} must be in [0, 1), got {_value(config, key)}")

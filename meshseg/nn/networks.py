@@ -9,14 +9,14 @@ from meshseg.nn.unet import FeaStUNet
 
 NETWORKS = {"demo": MeshSegmentationNet, "feastnet_unet": FeaStUNet}
 # The `meshseg.config.ModelConfig` fields each network takes (the demo has no
-# convs_per_level, dropout, output_level, fine_head_channels, input_skip, hidden_layers or
-# the global_ options).
+# convs_per_level, dropout, output_level, the fine head, input_skip, hidden_layers or the
+# global_ options).
 NETWORK_SETTINGS = {
     "demo": ("num_weight_matrices", "input_channels", "conv_channels", "hidden_channels",
              "translation_invariant"),
     "feastnet_unet": ("num_weight_matrices", "input_channels", "conv_channels",
                       "hidden_channels", "translation_invariant", "convs_per_level", "dropout",
-                      "output_level", "fine_head_channels", "input_skip", "hidden_layers",
+                      "output_level", "fine_head_channels", "fine_head_convs", "input_skip", "hidden_layers",
                       "global_skip", "global_scale"),
 }
 

@@ -89,7 +89,8 @@ class FeaStUNet(keras.Model):
         carry-back:         the logits of level P copied to every mesh vertex (`carry_back`)
         fine head (P > 0, fine_head_channels = F' > 0): logits += Conv1D(num_classes)(relu(
                             carried-back Dense(F')(head's last hidden layer)
-                            + Conv1D(F')([encoder level 0 | inputs]))) on every mesh vertex
+                            + Conv1D(F')([encoder level 0 | inputs]))
+                            -> fine_head_convs x block(F')) on every mesh vertex
 
     block = `ResidualFeaStBlock`; pool = mean over a coarse vertex's children, unpool =
     copy of the parent's features (`meshseg.nn.pooling`). With one conv_channels entry
@@ -134,6 +135,12 @@ class FeaStUNet(keras.Model):
       output_level: P in [0, L], the level the classifier runs on.
       fine_head_channels: F', the width of the fine head that corrects the carried-back
         logits on the mesh (needs P > 0; 0: none, every child takes its ancestor's logits).
+      fine_head_convs: residual FeaSt blocks of width F' on the mesh in the fine head
+        (0: none, a per-vertex head). Carried back, the head's features are one constant
+        per level-P vertex, so a per-vertex fine head cannot tell a vertex at the edge of
+        its ancestor's region from one in the middle; a graph convolution lets it compare
+        its own carried-back context with its 1-ring's, which may come from another
+        ancestor. Needs fine_head_channels > 0.
       input_skip: also feed features["inputs"] (mean-pooled to level P) to the classifier
         head, a skip connection from the input to the head as in per-point segmentation
         heads (PointNet, Qi et al., CVPR 2017): the head then sees the per-vertex
@@ -163,7 +170,7 @@ class FeaStUNet(keras.Model):
                  hidden_channels: int = 128, translation_invariant: bool = True,
                  convs_per_level: int = 2, dropout: float = 0.0, xla: bool = False,
                  precision: str = "float32", input_width: int = 3, output_level: int = 0,
-                 fine_head_channels: int = 0,
+                 fine_head_channels: int = 0, fine_head_convs: int = 0,
                  input_skip: bool = False, hidden_layers: int = 1, global_skip: bool = False,
                  global_scale: bool = False, **kwargs):
         super().__init__(**kwargs)
@@ -180,6 +187,10 @@ class FeaStUNet(keras.Model):
             raise ValueError(f"FeaStUNet's fine_head_channels must be 0, or > 0 with output_level"
                              f" > 0 (it corrects logits carried back from a coarser level), got "
                              f"{fine_head_channels} with output_level {output_level}")
+        if fine_head_convs < 0 or (fine_head_convs and not fine_head_channels):
+            raise ValueError(f"FeaStUNet's fine_head_convs must be 0, or > 0 with "
+                             f"fine_head_channels > 0 (its blocks are the fine head's), got "
+                             f"{fine_head_convs} with fine_head_channels {fine_head_channels}")
         self.num_classes = num_classes
         self.impl = impl
         self.num_weight_matrices = num_weight_matrices
@@ -195,6 +206,7 @@ class FeaStUNet(keras.Model):
         self.input_width = input_width
         self.output_level = output_level
         self.fine_head_channels = fine_head_channels
+        self.fine_head_convs = fine_head_convs
         self.input_skip = input_skip
         self.global_skip = global_skip
         self.global_scale = global_scale
@@ -230,6 +242,10 @@ class FeaStUNet(keras.Model):
         logits_dtype = "float64" if precision == "float64" else "float32"
         self.lin_out = PointwiseConv1D(num_classes, name="lin_out", dtype=logits_dtype)
         self.fine_from_coarse = self.fine_hidden = self.fine_out = None
+        self.fine_blocks = [ResidualFeaStBlock(num_weight_matrices, fine_head_channels, impl,
+                                               translation_invariant, xla, dtype=precision,
+                                               name=f"fine_block{index}")
+                            for index in range(fine_head_convs)]
         if fine_head_channels:
             self.fine_from_coarse = keras.layers.Dense(
                 fine_head_channels, use_bias=False, name="fine_from_coarse", dtype=precision)
@@ -297,6 +313,11 @@ class FeaStUNet(keras.Model):
                           tf.cast(inputs, skips[0].dtype)], axis=-1)
         fine = tf.nn.relu(self.fine_hidden(fine) + carry_back(
             self.fine_from_coarse(x), parents[1:self.output_level + 1]))
+        if self.fine_blocks:
+            fine = tf.reshape(fine, [-1, self.fine_head_channels])
+            for block in self.fine_blocks:
+                fine = block(fine, neighbors[0])
+            fine = tf.reshape(fine, [batch_size, sizes[0], self.fine_head_channels])
         return logits + self.fine_out(fine)
 
     def _inputs_at(self, inputs, parents, sizes):
@@ -327,5 +348,6 @@ class FeaStUNet(keras.Model):
                     convs_per_level=self.convs_per_level, dropout=self.dropout, xla=self.xla,
                     precision=self.precision, input_width=self.input_width,
                     output_level=self.output_level,
-                    fine_head_channels=self.fine_head_channels, input_skip=self.input_skip,
+                    fine_head_channels=self.fine_head_channels,
+                    fine_head_convs=self.fine_head_convs, input_skip=self.input_skip,
                     global_skip=self.global_skip, global_scale=self.global_scale)

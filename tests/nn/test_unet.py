@@ -193,17 +193,23 @@ def test_output_level_classifies_a_coarse_level_and_gives_every_mesh_vertex_its_
                                       dict(dropout=1.0), dict(output_level=3),
                                       dict(output_level=-1), dict(hidden_layers=0),
                                       dict(fine_head_channels=4),
-                                      dict(output_level=1, fine_head_channels=-1)])
+                                      dict(output_level=1, fine_head_channels=-1),
+                                      dict(output_level=1, fine_head_convs=1),
+                                      dict(output_level=1, fine_head_channels=4,
+                                           fine_head_convs=-1)])
 def test_refuses_empty_levels_no_blocks_dropout_one_a_missing_output_level_and_no_head(
         settings):
     with pytest.raises(ValueError, match="FeaStUNet"):
         FeaStUNet(impl="gather_matmul", **{**SMALL_NET, **settings})
 
 
-def test_the_fine_head_starts_at_the_carried_back_logits_and_then_separates_siblings():
+@pytest.mark.parametrize("convs", [0, 1])
+def test_the_fine_head_starts_at_the_carried_back_logits_and_then_separates_siblings(convs):
     coarse = built_net(output_level=1, input_skip=True)
-    fine = built_net(output_level=1, input_skip=True, fine_head_channels=8)
-    fine_only = {"fine_from_coarse", "fine_hidden", "fine_out"}
+    fine = built_net(output_level=1, input_skip=True, fine_head_channels=8,
+                     fine_head_convs=convs)
+    fine_only = {"fine_from_coarse", "fine_hidden", "fine_out", "fine_block0"}
+    assert any(w.path.split("/")[1] == "fine_block0" for w in fine.weights) == bool(convs)
     shared = [w for w in fine.weights if w.path.split("/")[1] not in fine_only]
     def local(weight):  # the path inside the network
         return weight.path.split("/", 1)[1]
@@ -226,7 +232,8 @@ def test_the_fine_head_starts_at_the_carried_back_logits_and_then_separates_sibl
     siblings = [logits[0, :count][parents[0, :count] == p] for p in np.unique(parents[0, :count])]
     assert any(np.ptp(group, axis=0).max() > 1e-3 for group in siblings if len(group) > 1)
     reference = built_net(output_level=1, input_skip=True, fine_head_channels=8,
-                          precision="float64", weights=fine.get_weights())
+                          fine_head_convs=convs, precision="float64",
+                          weights=fine.get_weights())
     logits, gradients = logits_and_gradients(fine, batch())
     expected, expected_gradients = logits_and_gradients(reference, batch())
     assert_close_to_max(logits, expected, OUTPUT_RTOL)

@@ -153,6 +153,12 @@ def test_a_run_recorded_before_a_setting_existed_resumes_at_its_default_only(tin
      r"meshseg.data.convert need --levels 2\), or train model=demo"),
     ("model=feastnet_unet data.levels=2 model.output_level=3",
      "model.output_level must be a level of model=feastnet_unet, 0 to 2, got 3"),
+    ("model=feastnet_unet data.levels=2 model.fine_head_channels=8",
+     "model.fine_head_channels=8 corrects logits carried back from a coarser level"),
+    ("model=feastnet_unet data.levels=2 model.output_level=1 model.fine_head_convs=1",
+     r"model.fine_head_convs=1 are the fine head's convolutions: set "
+     r"model.fine_head_channels >= 1"),
+    ("model=feastnet_unet model.fine_head_convs=-1", "model.fine_head_convs"),
 ])
 def test_config_errors_fail_before_any_output(override, message, tiny_dataset, tmp_path):
     with pytest.raises(ConfigError, match=message):
