@@ -16,8 +16,8 @@ NETWORK_SETTINGS = {
              "translation_invariant"),
     "feastnet_unet": ("num_weight_matrices", "input_channels", "conv_channels",
                       "hidden_channels", "translation_invariant", "convs_per_level", "dropout",
-                      "output_level", "fine_head_channels", "fine_head_convs", "input_skip", "hidden_layers",
-                      "global_skip", "global_scale"),
+                      "output_level", "fine_head_channels", "fine_head_convs", "input_skip",
+                      "hidden_layers", "global_skip", "global_scale"),
 }
 
 
