@@ -211,20 +211,22 @@ class FeaStUNet(keras.Model):
         self.global_skip = global_skip
         self.global_scale = global_scale
 
-        def blocks(level: int, part: str) -> List[ResidualFeaStBlock]:
-            return [ResidualFeaStBlock(num_weight_matrices, self.conv_channels[level], impl,
+        def blocks(name: str, channels: int, count: int) -> List[ResidualFeaStBlock]:
+            return [ResidualFeaStBlock(num_weight_matrices, channels, impl,
                                        translation_invariant, xla, dtype=precision,
-                                       name=f"{part}{level}_block{index}")
-                    for index in range(convs_per_level)]
+                                       name=f"{name}_block{index}")
+                    for index in range(count)]
 
         self.lin_in = PointwiseConv1D(input_channels, name="lin_in", dtype=precision)
-        self.encoder = [blocks(level, "encoder") for level in range(self.num_levels + 1)]
+        self.encoder = [blocks(f"encoder{level}", self.conv_channels[level], convs_per_level)
+                        for level in range(self.num_levels + 1)]
         self.global_dense = keras.layers.Dense(self.conv_channels[-1], activation="relu",
                                                name="global", dtype=precision)
         decoded = range(output_level, self.num_levels)  # the decoder's levels, finest first
         self.fuse = [keras.layers.Dense(self.conv_channels[level], name=f"fuse{level}",
                                         dtype=precision) for level in decoded]
-        self.decoder = [blocks(level, "decoder") for level in decoded]
+        self.decoder = [blocks(f"decoder{level}", self.conv_channels[level], convs_per_level)
+                        for level in decoded]
         # Its ReLU follows the global terms (global_skip, global_scale), in `call`.
         self.lin_hidden = PointwiseConv1D(hidden_channels, name="lin_hidden", dtype=precision)
         self.global_head = keras.layers.Dense(
@@ -242,10 +244,7 @@ class FeaStUNet(keras.Model):
         logits_dtype = "float64" if precision == "float64" else "float32"
         self.lin_out = PointwiseConv1D(num_classes, name="lin_out", dtype=logits_dtype)
         self.fine_from_coarse = self.fine_hidden = self.fine_out = None
-        self.fine_blocks = [ResidualFeaStBlock(num_weight_matrices, fine_head_channels, impl,
-                                               translation_invariant, xla, dtype=precision,
-                                               name=f"fine_block{index}")
-                            for index in range(fine_head_convs)]
+        self.fine_blocks = blocks("fine", fine_head_channels, fine_head_convs)
         if fine_head_channels:
             self.fine_from_coarse = keras.layers.Dense(
                 fine_head_channels, use_bias=False, name="fine_from_coarse", dtype=precision)
