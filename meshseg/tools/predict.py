@@ -218,7 +218,8 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3,
     Returns:
       dict with accuracy (fraction of test vertices predicted right; equals the run's
       eval accuracy), mean_iou, confusion (int64 [K, K], rows true class, columns
-      predicted), num_meshes, and meshes: the first `keep_meshes` meshes as dicts of
+      predicted), boundary (`BoundaryAccuracy.result()`: accuracy on and off label
+      boundaries), num_meshes, and meshes: the first `keep_meshes` meshes as dicts of
       vertices float32 [V, 3], triangles int32 [T, 3], labels and predictions int32 [V]
       (none when rotated).
 
@@ -228,7 +229,7 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3,
     from meshseg.data.pipeline import make_dataset
     from meshseg.data.reader import BadRecordLog, check_shard
     from meshseg.train.evaluate import confusion_matrix, make_predict_step
-    from meshseg.train.metrics import mean_iou
+    from meshseg.train.metrics import BoundaryAccuracy, mean_iou
 
     settings = input_settings(run_dir)
     missing = [path for path in settings.test_files if not os.path.isfile(path)]
@@ -239,14 +240,16 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3,
     test_data = make_dataset(settings.test_files, batch_size=1, training=False,
                              inputs=settings.inputs, skip_bad_records=settings.skip_bad_records,
                              rotation_seed=rotation_seed)
+    boundary = BoundaryAccuracy()
     confusion = confusion_matrix(make_predict_step(model, jit=False), test_data,
-                                 settings.num_classes)
+                                 settings.num_classes, boundary)
     shown = 0 if rotation_seed is not None else keep_meshes  # read no mesh it does not show
     meshes = [{**mesh, "predictions": predict_labels(model, mesh["vertices"], mesh["triangles"],
                                                      settings)}
               for mesh in itertools.islice(read_meshes(settings.test_files), shown)]
     return {"accuracy": float(np.trace(confusion) / max(confusion.sum(), 1)),
             "mean_iou": mean_iou(confusion), "confusion": confusion,
+            "boundary": boundary.result(),
             "num_meshes": sum(len(check_shard(path, skip_bad_records=True,
                                               bad_records=BadRecordLog(quiet=True)).good)
                               for path in settings.test_files),
@@ -421,8 +424,9 @@ def check_arguments(run_dir: str, mesh_paths: List[str], out_dir: str,
 
 def score_test_split(args: argparse.Namespace) -> None:
     """`--test-split`: prints the accuracy and mean IoU of the run's (or the shipped
-    model's) model on its test split, rotated with `--eval-rotation so3` (seed 0), and
-    the mean IoU of its classes by frequency quarter (`iou_by_frequency`).
+    model's) model on its test split, rotated with `--eval-rotation so3` (seed 0), the
+    mean IoU of its classes by frequency quarter (`iou_by_frequency`), and the accuracy
+    on and off label boundaries (`BoundaryAccuracy`).
 
     Raises:
       ConfigError: for mesh files or options that only apply to them, or a run directory
@@ -451,6 +455,11 @@ def score_test_split(args: argparse.Namespace) -> None:
     print("mean IoU of the classes by test vertex count, rarest quarter first: " + "; ".join(
         f"{group['mean_iou']:.3f} ({group['classes']} classes of {group['min_vertices']}-"
         f"{group['max_vertices']} vertices)" for group in iou_by_frequency(result["confusion"])))
+    boundary = result["boundary"]
+    print(f"label boundaries (a 1-ring neighbour of another class): "
+          f"{boundary['boundary_fraction']:.1%} of the test vertices, accuracy "
+          f"{boundary['boundary_accuracy']:.4f} there and {boundary['interior_accuracy']:.4f} "
+          f"elsewhere; {boundary['boundary_error_fraction']:.1%} of the errors")
 
 
 @command

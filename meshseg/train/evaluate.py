@@ -7,7 +7,8 @@ import numpy as np
 import tensorflow as tf
 
 from meshseg.batch import without_mesh_ids
-from meshseg.train.metrics import ConfusionMatrix, majority_baseline, mean_iou
+from meshseg.train.metrics import (BoundaryAccuracy, ConfusionMatrix, majority_baseline,
+                                   mean_iou)
 
 
 def make_predict_step(model: keras.Model, jit: bool,
@@ -26,13 +27,18 @@ def make_predict_step(model: keras.Model, jit: bool,
     return lambda features: step(without_mesh_ids(features))
 
 
-def confusion_matrix(predict_step: Callable, dataset: tf.data.Dataset,
-                     num_classes: int) -> np.ndarray:
+def confusion_matrix(predict_step: Callable, dataset: tf.data.Dataset, num_classes: int,
+                     boundary: Optional[BoundaryAccuracy] = None) -> np.ndarray:
     """int64 [K, K] per-vertex confusion over one pass of `dataset` (rows: true class,
-    columns: predicted), padded vertices left out."""
+    columns: predicted), padded vertices left out; each batch also added to `boundary`
+    when given (accuracy on and off label boundaries)."""
     confusion = ConfusionMatrix(num_classes)
     for features, labels in dataset:
-        confusion.update_state(labels, predict_step(features))
+        logits = predict_step(features)
+        confusion.update_state(labels, logits)
+        if boundary is not None:
+            boundary.update_state(labels.numpy(), tf.argmax(logits, axis=-1).numpy(),
+                                  features["edges"].numpy())
     return confusion.confusion()
 
 

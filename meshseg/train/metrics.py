@@ -178,6 +178,64 @@ def iou_by_frequency(confusion: np.ndarray, groups: int = 4) -> list[dict]:
             for part in np.array_split(order, min(groups, len(present)))]
 
 
+def boundary_vertices(labels: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Which vertices lie on a label boundary: those with a 1-ring neighbour of another
+    true class.
+
+    Args:
+      labels: int [B, V] true classes, `LABEL_PADDING` on padded vertices.
+      edges: int [B, E, 2] local (row i, neighbour j) pairs of each mesh's 1-ring, padded
+        with (0, 0) (`meshseg.batch`), so padding marks nothing.
+
+    Returns:
+      bool [B, V]; False on padded vertices.
+    """
+    labels, edges = np.asarray(labels), np.asarray(edges)
+    mesh = np.broadcast_to(np.arange(len(labels))[:, None], edges.shape[:2])
+    rows, neighbours = edges[..., 0], edges[..., 1]
+    differ = labels[mesh, rows] != labels[mesh, neighbours]
+    boundary = np.zeros(labels.shape, bool)
+    boundary[mesh[differ], rows[differ]] = True
+    boundary[mesh[differ], neighbours[differ]] = True
+    return boundary
+
+
+class BoundaryAccuracy:
+    """Per-vertex accuracy on label boundaries (`boundary_vertices`) and off them, summed
+    over batches: where a segmentation's errors are. Segmentation errors gather where
+    regions meet; this split tells a network that misses boundaries from one that misses
+    regions."""
+
+    def __init__(self):
+        self.correct = np.zeros(2, np.int64)  # [interior, boundary]
+        self.total = np.zeros(2, np.int64)
+
+    def update_state(self, labels: np.ndarray, predictions: np.ndarray,
+                     edges: np.ndarray) -> None:
+        """Adds one batch: labels and predictions int [B, V] (`LABEL_PADDING` on padded
+        vertices), edges int [B, E, 2] as `boundary_vertices` takes them."""
+        labels, predictions = np.asarray(labels), np.asarray(predictions)
+        real = labels != LABEL_PADDING
+        on_boundary = boundary_vertices(labels, edges)[real].astype(np.int64)
+        right = (predictions == labels)[real]
+        self.total += np.bincount(on_boundary, minlength=2)
+        self.correct += np.bincount(on_boundary, weights=right, minlength=2).astype(np.int64)
+
+    def result(self) -> dict:
+        """"boundary_fraction" (of the vertices), "boundary_accuracy", "interior_accuracy"
+        and "boundary_error_fraction" (of the errors), each in [0, 1]; 0 for an empty
+        group."""
+        errors = self.total - self.correct
+
+        def fraction(part, whole) -> float:
+            return float(part / whole) if whole else 0.0
+
+        return {"boundary_fraction": fraction(self.total[1], self.total.sum()),
+                "boundary_accuracy": fraction(self.correct[1], self.total[1]),
+                "interior_accuracy": fraction(self.correct[0], self.total[0]),
+                "boundary_error_fraction": fraction(errors[1], errors.sum())}
+
+
 def majority_baseline(train_histogram: np.ndarray, confusion_true_counts: np.ndarray) -> float:
     """Accuracy of always predicting the most frequent training class.
 

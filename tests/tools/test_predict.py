@@ -162,6 +162,11 @@ def test_test_split_evaluation_equals_the_runs_eval_accuracy(trained_run, tiny_d
     assert result["num_meshes"] == 2 and len(result["meshes"]) == 1
     assert result["confusion"].shape == (6, 6)
     assert result["confusion"].sum() == sum(len(m["labels"]) for m in read_meshes([tiny_dataset["test"]]))
+    split = result["boundary"]  # the same vertices, on and off label boundaries
+    assert 0 < split["boundary_fraction"] < 1
+    assert (split["boundary_fraction"] * split["boundary_accuracy"]
+            + (1 - split["boundary_fraction"]) * split["interior_accuracy"]
+            == pytest.approx(result["accuracy"], abs=1e-9))
 
 
 def test_the_test_split_is_scored_from_the_command_line_upright_and_rotated(trained_run, capsys,
@@ -181,13 +186,19 @@ def test_the_test_split_is_scored_from_the_command_line_upright_and_rotated(trai
                                      (["--eval-rotation", "so3"], rotated,
                                       ", each turned by a random rotation (seed 0)")):
         main([str(trained_run), "--test-split", *options])
-        scored, by_frequency = capsys.readouterr().out.strip().split("\n")
+        scored, by_frequency, boundary = capsys.readouterr().out.strip().split("\n")
         assert scored == (
             f"{trained_run}: test split (2 meshes{turned}): accuracy {result['accuracy']:.4f}, "
             f"mean IoU {result['mean_iou']:.4f}")
         assert by_frequency.startswith("mean IoU of the classes by test vertex count, rarest "
                                        "quarter first: ")
         assert by_frequency.count(" classes of ") == 4  # 6 classes in 4 groups
+        split = result["boundary"]
+        assert boundary == (
+            f"label boundaries (a 1-ring neighbour of another class): "
+            f"{split['boundary_fraction']:.1%} of the test vertices, accuracy "
+            f"{split['boundary_accuracy']:.4f} there and {split['interior_accuracy']:.4f} "
+            f"elsewhere; {split['boundary_error_fraction']:.1%} of the errors")
 
 
 @pytest.mark.parametrize("arguments, message", [
