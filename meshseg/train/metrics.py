@@ -222,9 +222,9 @@ class BoundaryAccuracy:
         self.correct += np.bincount(on_boundary, weights=right, minlength=2).astype(np.int64)
 
     def result(self) -> dict:
-        """"boundary_fraction" (of the vertices), "boundary_accuracy", "interior_accuracy"
-        and "boundary_error_fraction" (of the errors), each in [0, 1]; 0 for an empty
-        group."""
+        """The split so far: a dict of "boundary_fraction" (of the vertices),
+        "boundary_accuracy", "interior_accuracy" and "boundary_error_fraction" (of the
+        errors), each in [0, 1]; 0 for an empty group."""
         errors = self.total - self.correct
 
         def fraction(part, whole) -> float:
