@@ -1,4 +1,5 @@
-"""Evaluation on a split: per-vertex accuracy, mean IoU and the majority-class baseline."""
+"""Evaluation on a split: per-vertex accuracy, mean IoU, the majority-class baseline and
+the accuracy on label boundaries and off them."""
 
 from typing import Callable, Dict, Optional
 
@@ -56,5 +57,11 @@ def scores(confusion: np.ndarray, train_histogram: np.ndarray) -> Dict[str, floa
 
 def evaluate(predict_step: Callable, dataset: tf.data.Dataset, num_classes: int,
              train_histogram: np.ndarray) -> Dict[str, float]:
-    """`scores` of one pass of `dataset`, as the run logs them to `eval/`."""
-    return scores(confusion_matrix(predict_step, dataset, num_classes), train_histogram)
+    """`scores` of one pass of `dataset`, with `boundary_accuracy` and `interior_accuracy`
+    (`BoundaryAccuracy`: on label boundaries and off them), as the run logs them to
+    `eval/` and `validation/`."""
+    boundary = BoundaryAccuracy()
+    results = scores(confusion_matrix(predict_step, dataset, num_classes, boundary),
+                     train_histogram)
+    split = boundary.result()
+    return {**results, **{key: split[key] for key in ("boundary_accuracy", "interior_accuracy")}}

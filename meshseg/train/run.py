@@ -315,9 +315,10 @@ def log_results(run_dir: str, summary: RunSummary) -> None:
               else f"{summary.median_step_time_ms:.1f} ms")
     log.info("%d steps: median step time %s, compile time %.1f s, wall time %.0f s",
              summary.steps, median, summary.compile_time_s, summary.wall_time_s)
-    log.info("test accuracy %.4f (majority-class baseline %.4f), mean IoU %.4f",
-             summary.eval_accuracy, summary.eval_majority_baseline_accuracy,
-             summary.eval_mean_iou)
+    log.info("test accuracy %.4f (majority-class baseline %.4f), mean IoU %.4f; accuracy "
+             "%.4f on label boundaries, %.4f elsewhere", summary.eval_accuracy,
+             summary.eval_majority_baseline_accuracy, summary.eval_mean_iou,
+             summary.eval_boundary_accuracy, summary.eval_interior_accuracy)
     if summary.validation_accuracy is not None:
         log.info("validation accuracy %.4f, mean IoU %.4f", summary.validation_accuracy,
                  summary.validation_mean_iou)

@@ -98,7 +98,8 @@ class RunLogger:
     compiled the step function is logged as `compile_time_s` instead of step time.
     `iteration_time_ms`: the loop's whole iteration of the step (input, step, logging and
     summaries; `log_iteration`), for the steps a loop times that way.
-    Eval and validation scalars: `accuracy`, `mean_iou`, `majority_baseline_accuracy`.
+    Eval and validation scalars: `accuracy`, `mean_iou`, `majority_baseline_accuracy`,
+    `boundary_accuracy`, `interior_accuracy` (`meshseg.train.evaluate.evaluate`).
 
     Args:
       run_dir: directory of this run (Hydra's output directory).
@@ -149,7 +150,7 @@ class RunLogger:
             tf.summary.scalar("iteration_time_ms", 1e3 * seconds)
 
     def log_eval(self, step: int, results: Dict[str, float], split: str = "eval") -> None:
-        """Records evaluation `results` (accuracy, mean_iou, majority_baseline_accuracy)
+        """Records evaluation `results` (`meshseg.train.evaluate.evaluate`'s scores)
         of the test split ("eval") or the validation split ("validation")."""
         if split == "validation":
             if self.validation_writer is None:

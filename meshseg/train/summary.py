@@ -43,8 +43,10 @@ class RunSummary:
       peak_rss_mib: the process' peak resident memory, MiB.
       test_train_overlap: test meshes that are also training meshes (by content), so the
         evaluation is not on held-out meshes when it is above 0.
-      eval_accuracy, eval_mean_iou, eval_majority_baseline_accuracy: the last evaluation
-        on the test split (per-vertex accuracy, mean IoU, majority-class baseline).
+      eval_accuracy, eval_mean_iou, eval_majority_baseline_accuracy,
+        eval_boundary_accuracy, eval_interior_accuracy: the last evaluation on the test
+        split (per-vertex accuracy, mean IoU, majority-class baseline, accuracy on label
+        boundaries and off them; the last two None in summaries written before them).
       validation_accuracy, validation_mean_iou: the last evaluation on the validation
         split (`data.validation_meshes`), None without one.
     """
@@ -66,6 +68,8 @@ class RunSummary:
     eval_accuracy: Optional[float] = None
     eval_mean_iou: Optional[float] = None
     eval_majority_baseline_accuracy: Optional[float] = None
+    eval_boundary_accuracy: Optional[float] = None
+    eval_interior_accuracy: Optional[float] = None
     validation_accuracy: Optional[float] = None
     validation_mean_iou: Optional[float] = None
 

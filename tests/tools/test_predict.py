@@ -167,6 +167,8 @@ def test_test_split_evaluation_equals_the_runs_eval_accuracy(trained_run, tiny_d
     assert (split["boundary_fraction"] * split["boundary_accuracy"]
             + (1 - split["boundary_fraction"]) * split["interior_accuracy"]
             == pytest.approx(result["accuracy"], abs=1e-9))
+    assert split["boundary_accuracy"] == pytest.approx(summary.eval_boundary_accuracy, abs=1e-9)
+    assert split["interior_accuracy"] == pytest.approx(summary.eval_interior_accuracy, abs=1e-9)
 
 
 def test_the_test_split_is_scored_from_the_command_line_upright_and_rotated(trained_run, capsys,

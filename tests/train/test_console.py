@@ -95,8 +95,11 @@ def test_closing_summary_states_the_median_step_time_or_why_there_is_none(
         wall_time_s=9.0, pid=1, median_step_time_ms=median_ms, min_step_time_ms=median_ms,
         max_step_time_ms=median_ms, compile_time_s=2.5, num_compilations=1,
         peak_rss_mib=1.0, eval_accuracy=0.5, eval_mean_iou=0.25,
-        eval_majority_baseline_accuracy=0.125)
+        eval_majority_baseline_accuracy=0.125, eval_boundary_accuracy=0.375,
+        eval_interior_accuracy=0.625)
     with caplog.at_level(logging.INFO):
         log_results("/runs/r", summary)
     assert expected in caplog.text
+    assert ("test accuracy 0.5000 (majority-class baseline 0.1250), mean IoU 0.2500; accuracy "
+            "0.3750 on label boundaries, 0.6250 elsewhere") in caplog.text
     assert "nan" not in caplog.text

@@ -59,10 +59,13 @@ def test_tiny_run_writes_event_files_summary_and_model(tiny_dataset, tmp_path):
     assert all(value > 0 for _, value in train["step_time_ms"])
     evaluation = scalars(tmp_path, "eval")
     assert [step for step, _ in evaluation["accuracy"]] == [2, 3]
-    assert {"mean_iou", "majority_baseline_accuracy"} <= set(evaluation)
+    assert {"mean_iou", "majority_baseline_accuracy", "boundary_accuracy",
+            "interior_accuracy"} <= set(evaluation)
     assert 0 < evaluation["majority_baseline_accuracy"][-1][1] < 1
     saved = RunSummary.load(tmp_path)
     assert saved.eval_accuracy == pytest.approx(evaluation["accuracy"][-1][1])
+    assert saved.eval_boundary_accuracy == pytest.approx(evaluation["boundary_accuracy"][-1][1])
+    assert saved.eval_interior_accuracy == pytest.approx(evaluation["interior_accuracy"][-1][1])
     assert saved.median_step_time_ms == pytest.approx(np.median([v for _, v in train["step_time_ms"]]))
     assert summary.num_compilations == 1
     assert (tmp_path / "model.keras").exists()
