@@ -5,17 +5,13 @@ Reads the Markdown files as text; imports nothing of meshseg, so no TensorFlow.
 """
 
 import re
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
-PAGES = [README] + sorted((ROOT / "docs").glob("*.md"))
+from helpers.docs import FENCED_CODE, INLINE_CODE, PAGES, README, ROOT
+
 README_MAX_BYTES = 8192
 
-FENCED_CODE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
-INLINE_CODE = re.compile(r"`[^`\n]*`")
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 MODULE = re.compile(r"python -m (meshseg\.(?:tools|data)\.[A-Za-z_]\w*)")
 

@@ -7,18 +7,13 @@ Composition only (Hydra and the config checks): no TensorFlow, no data read.
 
 import re
 import shlex
-from pathlib import Path
 
 import pytest
 
+from helpers.docs import FENCED_CODE, INLINE_CODE, PAGES, ROOT
 from meshseg.config import composed_config
 
-ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-         *sorted((ROOT / "conf").rglob("*.yaml"))]
-
-FENCED_CODE = re.compile(r"^```.*?^```", re.MULTILINE | re.DOTALL)
-INLINE_CODE = re.compile(r"`([^`\n]*)`")
+CONF_FILES = sorted((ROOT / "conf").rglob("*.yaml"))
 TRAIN = re.compile(r"(?:^|\s)(?:\.venv/bin/)?python train\.py(?=\s|$)")
 OPTIONAL_GROUP = re.compile(r"(?<=\s)\[[^\]]*\]")  # `[data.root=<root>/x]`, not `k=[1,2]`
 PLACEHOLDER = re.compile(r"<|\.\.\.|\$")             # `<overrides>`, `-m ...`, `"$@"`
@@ -72,7 +67,7 @@ def compositions(arguments):
 
 def documented_commands():
     found = {}
-    for page in PAGES:
+    for page in PAGES + CONF_FILES:
         for arguments in train_arguments(page.read_text(), yaml_comments=page.suffix == ".yaml"):
             for overrides in compositions(arguments) or []:
                 found.setdefault(tuple(overrides), f"{page.relative_to(ROOT)}: {arguments}")
@@ -100,12 +95,14 @@ def test_compositions_drop_optional_groups_and_flags_and_expand_every_sweep_valu
     assert compositions("-m ...") is None
 
 
-@pytest.mark.parametrize("overrides,where", documented_commands(),
-                         ids=[where for _, where in documented_commands()])
+COMMANDS = documented_commands()
+
+
+@pytest.mark.parametrize("overrides,where", COMMANDS, ids=[where for _, where in COMMANDS])
 def test_a_documented_train_command_composes_and_passes_the_config_checks(overrides, where):
     composed_config(list(overrides))
 
 
 def test_the_readme_commands_are_among_the_documented_ones():
-    checked = {overrides for overrides, _ in documented_commands()}
+    checked = {overrides for overrides, _ in COMMANDS}
     assert {("impl=sparse_matmul", "jit=true"), ("experiment=rna_full",)} <= checked
