@@ -1,10 +1,16 @@
-"""Every `python train.py ...` command that the README, docs/ and the comments of conf/
-show composes with today's presets and passes the config checks (`composed_config`), so
-a preset or key that moves fails here until each page that shows it follows.
+"""Every `python train.py ...` command that the README, docs/, the comments of conf/ and
+the module docstrings show composes with today's presets and passes the config checks
+(`composed_config`), and so do the train.py overrides of every documented command of the
+tools that take them (`python -m meshseg.tools.baseline`, `input_bound`, `bench`,
+`bench_ab`), once the tool's own parser (`build_parser`) has read the whole command: a
+preset, key or option that moves fails here until each page that shows it follows.
 
-Composition only (Hydra and the config checks): no TensorFlow, no data read.
+Composition and parsing only: nothing trains, no data is read (the bench tools' parsers
+import TensorFlow for the implementations' names).
 """
 
+import ast
+import importlib
 import re
 import shlex
 
@@ -14,30 +20,42 @@ from helpers.docs import FENCED_CODE, INLINE_CODE, PAGES, ROOT
 from meshseg.config import composed_config
 
 CONF_FILES = sorted((ROOT / "conf").rglob("*.yaml"))
-TRAIN = re.compile(r"(?:^|\s)(?:\.venv/bin/)?python train\.py(?=\s|$)")
-OPTIONAL_GROUP = re.compile(r"(?<=\s)\[[^\]]*\]")  # `[data.root=<root>/x]`, not `k=[1,2]`
-PLACEHOLDER = re.compile(r"<|\.\.\.|\$")             # `<overrides>`, `-m ...`, `"$@"`
+MODULES = [ROOT / "train.py"] + sorted((ROOT / "meshseg").rglob("*.py"))
+TOOLS = ("baseline", "input_bound", "bench", "bench_ab")
+COMMAND = re.compile(r"(?:^|\s)(?:\.venv/bin/)?python (train\.py|-m meshseg\.tools\.(?:"
+                     + "|".join(sorted(TOOLS, key=len, reverse=True)) + r"))(?=\s|$)")
+OPTIONAL_GROUP = re.compile(r"(?:(?<=\s)|^)\[[^\]]*\]")  # `[data.root=<root>/x]`, not `k=[1,2]`
+PLACEHOLDER = re.compile(r"<|\$")  # `<overrides>`, `"$@"`; `...` anywhere: a usage line
 FLAGS_WITH_VALUE = {"--cfg", "-c", "--package", "-p"}
 
 
-def train_arguments(text, yaml_comments=False):
-    """The argument strings of the `python train.py` commands in `text`: Markdown's fenced
-    blocks (backslash continuations joined, runs of spaces made one) and inline code spans, or with
-    `yaml_comments` the comment lines of a YAML file."""
-    if yaml_comments:
+def code_lines(text, kind="markdown"):
+    """The lines of code in `text`: a Markdown page's fenced blocks and inline code spans,
+    a YAML file's comment lines (`kind="yaml"`) or a Python module's docstring
+    (`kind="python"`); backslash continuations joined."""
+    if kind == "yaml":
         blocks = ["\n".join(line.lstrip()[1:] for line in text.splitlines()
                             if line.lstrip().startswith("#"))]
         spans = []
+    elif kind == "python":
+        blocks, spans = [ast.get_docstring(ast.parse(text)) or ""], []
     else:
         blocks = FENCED_CODE.findall(text)
         spans = INLINE_CODE.findall(FENCED_CODE.sub("", text))
-    lines = [line for block in blocks for line in block.replace("\\\n", " ").splitlines()]
-    arguments = []
-    for line in lines + spans:
-        match = TRAIN.search(line)
+    return [line for block in blocks for line in block.replace("\\\n", " ").splitlines()] + spans
+
+
+def commands(lines):
+    """(program, arguments) of each command in `lines`: program "train.py" or a tool's
+    module name ("baseline"), arguments its argument string with runs of spaces made one."""
+    found = []
+    for line in lines:
+        match = COMMAND.search(line)
         if match:
-            arguments.append(" ".join(line[match.end():].split()))
-    return arguments
+            program = match.group(1).rsplit(".", 1)[-1] if "meshseg" in match.group(1) \
+                else match.group(1)
+            found.append((program, " ".join(line[match.end():].split())))
+    return found
 
 
 def compositions(arguments):
@@ -45,6 +63,8 @@ def compositions(arguments):
     dropped, and for a multirun (`-m`) one list per value of its longest sweep, the i-th
     taking the i-th value of every sweep (so each value composes once). None for a usage
     line with placeholders."""
+    if "..." in arguments:
+        return None
     arguments = OPTIONAL_GROUP.sub("", arguments)
     if PLACEHOLDER.search(arguments):
         return None
@@ -65,23 +85,38 @@ def compositions(arguments):
             for i in range(max((len(v) for v in values), default=1))]
 
 
+def page_kind(path):
+    return {".yaml": "yaml", ".py": "python"}.get(path.suffix, "markdown")
+
+
 def documented_commands():
-    found = {}
-    for page in PAGES + CONF_FILES:
-        for arguments in train_arguments(page.read_text(), yaml_comments=page.suffix == ".yaml"):
-            for overrides in compositions(arguments) or []:
-                found.setdefault(tuple(overrides), f"{page.relative_to(ROOT)}: {arguments}")
-    return sorted(found.items(), key=lambda item: item[1])
+    """({overrides: where} of the train.py commands, one entry per composition, and
+    {(tool, arguments): where} of the tools' commands), where = "page: arguments"."""
+    train, tools = {}, {}
+    for path in PAGES + CONF_FILES + MODULES:
+        for program, arguments in commands(code_lines(path.read_text(), page_kind(path))):
+            where = f"{path.relative_to(ROOT)}: {program} {arguments}"
+            if program == "train.py":
+                for overrides in compositions(arguments) or []:
+                    train.setdefault(tuple(overrides), where)
+            elif compositions(arguments) is not None:
+                tools.setdefault((program, OPTIONAL_GROUP.sub("", arguments)), where)
+    return (sorted(train.items(), key=lambda item: item[1]),
+            sorted(tools.items(), key=lambda item: item[1]))
 
 
-def test_train_arguments_come_from_code_only_with_continuations_joined():
+def test_code_lines_and_commands_come_from_code_only_with_continuations_joined():
     text = ("Run `python train.py impl=sparse_matmul jit=true` or python train.py steps=1.\n"
             "```bash\n.venv/bin/python train.py data=tfrecords \\\n    data.num_classes=16\n"
-            "python -m meshseg.tools.bench\n```\n")
-    assert train_arguments(text) == ["data=tfrecords data.num_classes=16",
-                                     "impl=sparse_matmul jit=true"]
+            "python -m meshseg.tools.bench_ab --model demo\npython -m meshseg.tools.predict x\n"
+            "```\n")
+    assert commands(code_lines(text)) == [("train.py", "data=tfrecords data.num_classes=16"),
+                                          ("bench_ab", "--model demo"),
+                                          ("train.py", "impl=sparse_matmul jit=true")]
     yaml = "# preset\n#   python train.py experiment=x steps=2\nsteps: 1  # python train.py y=1\n"
-    assert train_arguments(yaml, yaml_comments=True) == ["experiment=x steps=2"]
+    assert commands(code_lines(yaml, "yaml")) == [("train.py", "experiment=x steps=2")]
+    module = '"""Usage:\n\n    python -m meshseg.tools.baseline data=x \\\n        --meshes 3\n"""\n'
+    assert commands(code_lines(module, "python")) == [("baseline", "data=x --meshes 3")]
 
 
 def test_compositions_drop_optional_groups_and_flags_and_expand_every_sweep_value():
@@ -93,16 +128,37 @@ def test_compositions_drop_optional_groups_and_flags_and_expand_every_sweep_valu
         ["impl=c", "jit=false", "steps=[1,2]"]]
     assert compositions("<overrides>") is None
     assert compositions("-m ...") is None
+    assert compositions("[group=option ...] [key=value ...]; see the groups.") is None
 
 
-COMMANDS = documented_commands()
+TRAIN_COMMANDS, TOOL_COMMANDS = documented_commands()
 
 
-@pytest.mark.parametrize("overrides,where", COMMANDS, ids=[where for _, where in COMMANDS])
+@pytest.mark.parametrize("overrides,where", TRAIN_COMMANDS,
+                         ids=[where for _, where in TRAIN_COMMANDS])
 def test_a_documented_train_command_composes_and_passes_the_config_checks(overrides, where):
     composed_config(list(overrides))
 
 
-def test_the_readme_commands_are_among_the_documented_ones():
-    checked = {overrides for overrides, _ in COMMANDS}
+@pytest.mark.parametrize("command,where", TOOL_COMMANDS,
+                         ids=[where for _, where in TOOL_COMMANDS])
+def test_a_documented_tool_command_parses_and_its_overrides_compose(command, where):
+    """The tool's parser reads the whole command (an unknown option or value fails), and
+    train.py's overrides it carries compose: the positional ones (baseline, input_bound),
+    `--overrides` (bench, bench_ab) and bench_ab's variant B, `--overrides` +
+    `--overrides_b`."""
+    tool, arguments = command
+    parser = importlib.import_module(f"meshseg.tools.{tool}").build_parser()
+    try:
+        args = parser.parse_intermixed_args(shlex.split(arguments, comments=True))
+    except SystemExit:
+        pytest.fail(f"{where}: the tool's parser refuses it")
+    composed_config(args.overrides)
+    if getattr(args, "overrides_b", None):
+        composed_config(args.overrides + args.overrides_b)
+
+
+def test_the_readme_commands_and_every_tools_are_among_the_documented_ones():
+    checked = {overrides for overrides, _ in TRAIN_COMMANDS}
     assert {("impl=sparse_matmul", "jit=true"), ("experiment=rna_full",)} <= checked
+    assert {tool for (tool, _), _ in TOOL_COMMANDS} == set(TOOLS)

@@ -2,7 +2,7 @@
 data set's splits.
 
     python -m meshseg.tools.baseline [config overrides, as for train.py] [options]
-    python -m meshseg.tools.baseline data=human_parts --features xyz,hks
+    python -m meshseg.tools.baseline experiment=human_parts --features xyz,hks
     python -m meshseg.tools.baseline experiment=human_parts --features hks --out hks.json
     python -m meshseg.tools.baseline data=rna_250 --classifier mlp --max-train-vertices 500000
     python -m meshseg.tools.baseline data=rna_250 --features xyz --classifier nearest_mesh
@@ -316,10 +316,8 @@ def feature_list(text: str) -> list[str]:
     return names
 
 
-@command
-def main(argv=None) -> None:
-    """Command-line entry point: prints the scores and a markdown row (exit statuses: see
-    the module docstring)."""
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser: train.py's overrides (positional) and the options."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("overrides", nargs="*", help="config overrides, as for train.py")
     parser.add_argument("--features", type=feature_list, default=["xyz", "hks"],
@@ -337,7 +335,14 @@ def main(argv=None) -> None:
                         help="per-mesh descriptor cache (default: data.descriptor_cache)")
     parser.add_argument("--out", help="write the result as JSON to this file")
     parser.add_argument("--predictions", help="write <stem>.txt test predictions here")
-    args = parser.parse_intermixed_args(argv)
+    return parser
+
+
+@command
+def main(argv=None) -> None:
+    """Command-line entry point: prints the scores and a markdown row (exit statuses: see
+    the module docstring)."""
+    args = build_parser().parse_intermixed_args(argv)
     if args.cache_dir:
         output_dir("--cache-dir", args.cache_dir)
     if args.out:

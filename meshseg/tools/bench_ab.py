@@ -54,12 +54,11 @@ def variant_name(letter: str, variants: Dict[str, tuple]) -> str:
     return " ".join(parts) or letter
 
 
-@command
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Command-line entry point; returns 0. A bad option is argparse's usage error (exit 2)."""
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser (imports TensorFlow, without its native start-up lines,
+    for the implementations' names)."""
     start_tensorflow_quietly()
     from meshseg.nn.ops import IMPLEMENTATIONS
-    from meshseg.tools.bench_worker import make_step, model_and_batch
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=MODELS, default="feastnet_unet")
@@ -78,6 +77,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="feastnet_unet: train.py overrides of its data and network")
     parser.add_argument("--overrides_b", nargs="*", default=[],
                         help="feastnet_unet: overrides added to variant B's")
+    return parser
+
+
+@command
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Command-line entry point; returns 0. A bad option is argparse's usage error (exit 2)."""
+    parser = build_parser()
+    from meshseg.nn.ops import IMPLEMENTATIONS
+    from meshseg.tools.bench_worker import make_step, model_and_batch
+
     args = parser.parse_args(argv)
     precisions, impls = args.precision.split(","), args.impl.split(",")
     if max(len(precisions), len(impls)) > 2:

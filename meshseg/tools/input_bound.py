@@ -126,14 +126,19 @@ def report(result: Dict[str, Optional[float]]) -> str:
                    f"{result['app_ratio']:.3f}: {app_verdict}")
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The command line's parser: train.py's overrides (positional) and `--steps`."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("overrides", nargs="*", help="config overrides, as for train.py")
+    parser.add_argument("--steps", type=at_least(1), default=20, help="steps timed each way")
+    return parser
+
+
 @command
 def main(argv=None) -> None:
     """Command-line entry point: prints the three times, their ratios and the verdicts
     (exit statuses: see the module docstring)."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("overrides", nargs="*", help="config overrides, as for train.py")
-    parser.add_argument("--steps", type=at_least(1), default=20, help="steps timed each way")
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     print(report(compare(args.overrides, args.steps)))
 
 
