@@ -91,7 +91,7 @@ def page_kind(path):
 
 def documented_commands():
     """({overrides: where} of the train.py commands, one entry per composition, and
-    {(tool, arguments): where} of the tools' commands), where = "page: arguments"."""
+    {(tool, arguments): where} of the tools' commands), where = "page: program arguments"."""
     train, tools = {}, {}
     for path in PAGES + CONF_FILES + MODULES:
         for program, arguments in commands(code_lines(path.read_text(), page_kind(path))):

@@ -16,7 +16,7 @@ import pytest
 import trimesh
 from helpers.records import count_records
 
-from meshseg.config import CONFIG_DIR
+from meshseg.config import CONFIG_DIR, composed_config
 from meshseg.data.datasets import DATASETS, Archive
 from meshseg.data.download import check_manifest, download, extract, list_datasets, main
 from meshseg.data.meshcnn import meshcnn_edges, vertex_labels, write_vertex_labels
@@ -125,7 +125,8 @@ def test_download_checks_extracts_converts_and_prints_the_train_command(
     assert out.strip().endswith(
         "train: python train.py experiment=rna_full data.root=datasets/rna data.meshes=off"
         " data.validation_meshes=1")
-    shards = sorted((tmp_path / "data" / "cache" / "rna_full_xyz-hks_l3").glob("train-*"))
+    cache_dir = composed_config(["experiment=rna_full"]).data.cache_dir  # the preset's
+    shards = sorted((tmp_path / cache_dir).glob("train-*"))
     assert count_records(shards) == 2  # and 1 validation mesh
     # a second run finds the download and leaves it as it is
     main(["rna", "--root", "datasets", "--no-convert"])
