@@ -22,7 +22,7 @@ from meshseg.config import composed_config
 CONF_FILES = sorted((ROOT / "conf").rglob("*.yaml"))
 MODULES = [ROOT / "train.py"] + sorted((ROOT / "meshseg").rglob("*.py"))
 TOOLS = ("baseline", "input_bound", "bench", "bench_ab")
-COMMAND = re.compile(r"(?:^|\s)(?:\.venv/bin/)?python (train\.py|-m meshseg\.tools\.(?:"
+COMMAND = re.compile(r"(?:^|\s)(?:\.venv/bin/)?python (?:(train\.py)|-m meshseg\.tools\.("
                      + "|".join(sorted(TOOLS, key=len, reverse=True)) + r"))(?=\s|$)")
 OPTIONAL_GROUP = re.compile(r"(?:(?<=\s)|^)\[[^\]]*\]")  # `[data.root=<root>/x]`, not `k=[1,2]`
 PLACEHOLDER = re.compile(r"<|\$")  # `<overrides>`, `"$@"`; `...` anywhere: a usage line
@@ -52,10 +52,18 @@ def commands(lines):
     for line in lines:
         match = COMMAND.search(line)
         if match:
-            program = match.group(1).rsplit(".", 1)[-1] if "meshseg" in match.group(1) \
-                else match.group(1)
+            program = match.group(1) or match.group(2)
             found.append((program, " ".join(line[match.end():].split())))
     return found
+
+
+def usable(arguments):
+    """`arguments` with its optional `[...]` groups dropped, or None for a usage line (an
+    ellipsis anywhere, or a placeholder outside the optional groups)."""
+    if "..." in arguments:
+        return None
+    arguments = OPTIONAL_GROUP.sub("", arguments)
+    return None if PLACEHOLDER.search(arguments) else arguments
 
 
 def compositions(arguments):
@@ -63,10 +71,8 @@ def compositions(arguments):
     dropped, and for a multirun (`-m`) one list per value of its longest sweep, the i-th
     taking the i-th value of every sweep (so each value composes once). None for a usage
     line with placeholders."""
-    if "..." in arguments:
-        return None
-    arguments = OPTIONAL_GROUP.sub("", arguments)
-    if PLACEHOLDER.search(arguments):
+    arguments = usable(arguments)
+    if arguments is None:
         return None
     tokens = shlex.split(arguments, comments=True)
     multirun = any(token in ("-m", "--multirun") for token in tokens)
@@ -99,8 +105,8 @@ def documented_commands():
             if program == "train.py":
                 for overrides in compositions(arguments) or []:
                     train.setdefault(tuple(overrides), where)
-            elif compositions(arguments) is not None:
-                tools.setdefault((program, OPTIONAL_GROUP.sub("", arguments)), where)
+            elif (kept := usable(arguments)) is not None:
+                tools.setdefault((program, kept), where)
     return (sorted(train.items(), key=lambda item: item[1]),
             sorted(tools.items(), key=lambda item: item[1]))
 
