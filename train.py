@@ -36,6 +36,9 @@ def run_job_in_child_process(run_dir: str) -> float:
 
     Raises:
       RuntimeError: if the child fails; its log is `<run_dir>/train.log`.
+
+    Returns:
+      the job's `RunSummary.choosing_accuracy` (what a Hydra sweeper maximises).
     """
     overrides = list(HydraConfig.get().overrides.task)
     command = [sys.executable, os.path.abspath(__file__), *overrides, f"hydra.run.dir={run_dir}"]
@@ -43,7 +46,7 @@ def run_job_in_child_process(run_dir: str) -> float:
     if result.returncode != 0:
         raise RuntimeError(f"job {' '.join(overrides)} failed (exit {result.returncode}); "
                            f"see {os.path.join(run_dir, 'train.log')}")
-    return RunSummary.load(run_dir).eval_accuracy
+    return RunSummary.load(run_dir).choosing_accuracy
 
 
 @hydra.main(version_base="1.3", config_path="conf", config_name="train")
@@ -74,7 +77,7 @@ def main(cfg: DictConfig) -> float:
             log.error("resume with: %s", " ".join([os.path.relpath(sys.executable), "train.py",
                                                    *overrides, f"resume={cfg.resume or run_dir}"]))
         sys.exit(error.exit_code)
-    return summary.eval_accuracy
+    return summary.choosing_accuracy
 
 
 if __name__ == "__main__":

@@ -266,6 +266,23 @@ class NamedConfig:
     name: str = MISSING
 
 
+# When a run scores the test split (`eval.test`, `test_evaluations`).
+TEST_EVALUATIONS = ("auto", "never", "final", "every")
+
+
+@dataclass
+class EvalConfig:
+    """When a run scores its test split.
+
+    `auto`: `never` with a validation split (`data.validation_meshes` > 0), so a run that
+    chooses settings never reads the test split; `every` without one. `final`: once, at the
+    last step (a benchmark's final run). `every`: at every evaluation (`eval_every`).
+    `never`: not at all (`meshseg.tools.predict --test-split` scores a run later).
+    """
+
+    test: str = "auto"
+
+
 @dataclass
 class CheckpointConfig:
     every: int = 100  # steps between checkpoints (model, optimizer, step, input position)
@@ -307,13 +324,16 @@ class TrainConfig:
     loop: NamedConfig = field(default_factory=NamedConfig)
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     loss: LossConfig = field(default_factory=LossConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
     strategy: StrategyConfig = field(default_factory=StrategyConfig)
     summaries: SummariesConfig = field(default_factory=SummariesConfig)
     seed: int = 0
     jit: bool = False  # compile the train and eval steps with XLA (jit_compile=True)
     steps: int = 500  # training steps (batches)
-    eval_every: int = 100  # evaluate on the test split every N steps and at the end
+    # evaluate every N steps and at the end: the validation split, and the test split as
+    # eval.test says
+    eval_every: int = 100
     deterministic: bool = False  # seed everything and enable TensorFlow's op determinism
     # float32 | mixed_float16 (with loss scaling) | mixed_bfloat16 | auto (mixed_bfloat16 on
     # a CPU with native bfloat16, float32 elsewhere: meshseg.train.precision)
@@ -361,7 +381,8 @@ CHOICES = {"precision": PRECISIONS, "data.source": DATA_SOURCES,
            "loop.name": LOOPS, "data.features": FEATURE_NAMES, "data.center": CENTERS,
            "data.scale": SCALES, "data.frame": FRAMES, "data.eval_rotation": ("none", "so3"),
            "model.name": MODELS, "optimizer.name": OPTIMIZERS,
-           "optimizer.schedule": SCHEDULES, "loss.class_weights": CLASS_WEIGHTS}
+           "optimizer.schedule": SCHEDULES, "loss.class_weights": CLASS_WEIGHTS,
+           "eval.test": TEST_EVALUATIONS}
 
 
 def schema_keys(node: type = TrainConfig, prefix: str = "") -> dict:
@@ -469,6 +490,14 @@ def check(config: TrainConfig) -> None:
     if config.strategy.name == "multi_worker" and config.loop.name != "custom":
         raise ConfigError("strategy=multi_worker needs loop=custom (Keras 3 Model.fit does not "
                           "run MultiWorkerMirroredStrategy here)")
+
+
+def test_evaluations(config: TrainConfig) -> str:
+    """When the run scores its test split: "never", "final" or "every" (`EvalConfig`,
+    `auto` resolved by whether the run holds out a validation split)."""
+    if config.eval.test != "auto":
+        return config.eval.test
+    return "never" if config.data.validation_meshes else "every"
 
 
 def data_root(data) -> Path:

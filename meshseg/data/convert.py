@@ -33,11 +33,12 @@ from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from meshseg.cli import at_least, command, existing_dir, existing_file, output_dir
-from meshseg.config import ADJACENCY_LEVELS, POSITION_FEATURES
+from meshseg.config import ADJACENCY_LEVELS, FRAMES, POSITION_FEATURES
 from meshseg.console import start_tensorflow_quietly
 from meshseg.data import meshfiles
 from meshseg.data.adjacency import ADJACENCY_FIELDS
 from meshseg.data.derived import STORED_FEATURES, stored_features
+from meshseg.data.pose import ambiguity
 from meshseg.data.manifest import listed_shards, manifest_path, summarize, write_manifest
 from meshseg.errors import ConfigError, DataError
 
@@ -104,7 +105,7 @@ def _record(mesh: meshfiles.LabelledMesh, table, adjacency: str) -> bytes:
               "overflow_weights": table.overflow_weights,
               "overflow_centers": table.overflow_centers}
     stored = {name: arrays[name] for name in ADJACENCY_FIELDS[adjacency]}
-    return mesh_to_example(mesh.vertices, mesh.triangles, mesh.labels, stored,
+    return mesh_to_example(mesh.derived.vertices, mesh.triangles, mesh.labels, stored,
                            mesh.derived.features, mesh.derived.levels)
 
 
@@ -120,6 +121,10 @@ def _manifest_entry(mesh: meshfiles.LabelledMesh, table, mesh_path, label_path,
         "duplicate_faces": mesh.face_counts.duplicate, "origin": mesh.origin.tolist(),
         "histogram": np.bincount(mesh.labels).tolist(),
     }
+    pose = mesh.derived.pose
+    if pose is not None:  # stored = ((file - origin - centre) / scale) @ axes
+        entry["pose"] = {"centre": pose.centre.tolist(), "scale": pose.scale,
+                         "axes": pose.axes.tolist()}
     if mesh.derived.levels:
         entry["levels"] = [
             {"num_vertices": int(level.num_vertices), "num_edges": len(level.edges),
@@ -144,6 +149,7 @@ def convert_split(
     levels: int = 0,
     coarsening: float = 4.0,
     descriptor_cache: str | None = None,
+    frame: str = "none",
 ) -> list[str]:
     """Writes labelled meshes to TFRecord shards plus `<out_prefix>.manifest.json`.
 
@@ -169,13 +175,19 @@ def convert_split(
       levels: coarser hierarchy levels stored (0: none); coarsening: their vertex ratio.
       descriptor_cache: folder caching each mesh file's descriptors
         (`meshseg.data.descriptor_cache`, shared with the baseline), or None.
+      frame: "pca" stores each mesh in its canonical pose (`meshseg.data.pose`: centred,
+        unit area, principal frame), its hierarchy and normals derived in that pose, so a
+        turned, moved or scaled copy of a mesh file converts to the same record; a mesh
+        whose frame is ambiguous is named in a warning (`meshseg.data.pose.ambiguity`).
+        "none" stores the positions as read.
 
     Returns:
       The shard paths, in order.
 
     Raises:
       ValueError: if the path lists differ in length or are empty, or `num_shards`,
-        `label_kind`, `adjacency`, `features`, `levels` or `coarsening` is invalid.
+        `label_kind`, `adjacency`, `features`, `levels`, `coarsening` or `frame` is
+        invalid.
       DataError: if every mesh is bad, or (under `strict`) a mesh is bad:
         "<mesh file>: <reason>". Nothing is written then.
     """
@@ -192,13 +204,16 @@ def convert_split(
         raise ValueError(f"bad features {sorted(unknown)}, levels {levels} or coarsening "
                          f"{coarsening}: features among {', '.join(STORED_FEATURES)}, "
                          "levels >= 0, coarsening > 1")
+    if frame not in FRAMES:
+        raise ValueError(f"frame must be one of {', '.join(FRAMES)}, got {frame!r}")
     features = stored_features(features)
     start_tensorflow_quietly()
     from meshseg.data.records import write_records_atomically  # TF: see `_record`
 
     jobs = [dict(mesh_path=str(m), label_path=str(l), label_offset=label_offset,
                  num_classes=num_classes, label_kind=label_kind, features=features,
-                 levels=levels, coarsening=coarsening, descriptor_cache=descriptor_cache)
+                 levels=levels, coarsening=coarsening, descriptor_cache=descriptor_cache,
+                 frame=frame)
             for m, l in zip(mesh_paths, label_paths)]
     shard_of = np.repeat(np.arange(num_shards),
                          [len(c) for c in np.array_split(np.arange(len(jobs)), num_shards)])
@@ -216,6 +231,8 @@ def convert_split(
                 log.warning("skipping %s: %s", job["mesh_path"], result)
                 skipped.append({"source": job["mesh_path"], "reason": result})
                 continue
+            if result.derived.pose is not None and ambiguity(result.derived.pose):
+                log.warning("%s: %s", job["mesh_path"], ambiguity(result.derived.pose))
             table = _table(result)
             entries.append(_manifest_entry(result, table, job["mesh_path"], job["label_path"],
                                            int(shard_of[index])))
@@ -226,7 +243,7 @@ def convert_split(
 
     settings = dict(num_classes=num_classes, label_offset=label_offset,
                     label_kind=label_kind, adjacency=adjacency, features=list(features),
-                    levels=levels, coarsening=coarsening)
+                    levels=levels, coarsening=coarsening, frame=frame)
     replaced = listed_shards(out_prefix)
 
     def finish():
@@ -314,6 +331,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="coarser mesh-hierarchy levels to store (0-8)")
     parser.add_argument("--coarsening", type=float, default=4.0,
                         help="vertex-count ratio between hierarchy levels (> 1)")
+    parser.add_argument("--frame", choices=FRAMES, default="none",
+                        help="pca: store each mesh in its canonical pose (centred, unit area, "
+                             "principal frame) and derive its hierarchy and normals there, so "
+                             "a turned copy converts to the same record (data.frame=pca)")
     parser.add_argument("--workers", type=at_least(1), default=os.cpu_count() or 1)
     parser.add_argument("--strict", action="store_true", help="stop at the first bad mesh")
     parser.add_argument("--mesh-glob", default="*",
@@ -340,7 +361,8 @@ def main(argv: list[str] | None = None) -> None:
         mesh_paths, label_paths, args.out, args.num_shards, args.label_offset,
         num_classes=args.num_classes, label_kind="face" if args.face_labels else "vertex",
         adjacency=args.adjacency, workers=args.workers, strict=args.strict,
-        features=tuple(args.features), levels=args.levels, coarsening=args.coarsening)
+        features=tuple(args.features), levels=args.levels, coarsening=args.coarsening,
+        frame=args.frame)
     for shard in shards:
         print(shard)
     print(manifest_path(args.out))

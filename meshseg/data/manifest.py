@@ -45,7 +45,7 @@ def summarize(meshes: list[dict], skipped: list[dict], shards: list[str], **sett
       skipped: {"source", "reason"} per skipped mesh.
       shards: shard paths (stored as file names).
       **settings: num_classes, label_offset, label_kind, adjacency, features, levels,
-        coarsening.
+        coarsening, frame.
     """
     histogram = np.zeros(0, np.int64)
     for mesh in meshes:

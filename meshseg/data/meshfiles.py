@@ -66,8 +66,8 @@ class LabelledMesh:
       edges, edge_weights: int32 [E, 2] / float32 [E] 1-ring adjacency (`mesh_edges`).
       origin: float64 [3], the point the stored positions are relative to (zeros unless
         float32 needed centring, `validate.float32_positions`).
-      derived: the stored features and hierarchy levels (`meshseg.data.derived.Derived`),
-        none by default.
+      derived: the positions, features and hierarchy levels the records store
+        (`meshseg.data.derived.Derived`), set by `convert_job`; None until then.
     """
 
     vertices: np.ndarray
@@ -78,7 +78,7 @@ class LabelledMesh:
     edges: np.ndarray
     edge_weights: np.ndarray
     origin: np.ndarray
-    derived: Derived = field(default_factory=lambda: Derived({}, []))
+    derived: Derived | None = None
 
     @property
     def max_degree(self) -> int:
@@ -381,9 +381,9 @@ def load_labelled_mesh(
 
 def convert_job(job: dict) -> tuple[bool, LabelledMesh | str]:
     """Process-pool entry point: `load_labelled_mesh(**job)`, then the derived fields
-    (`meshseg.data.derived.derive`) of the job's optional "features", "levels" and
-    "coarsening", with the descriptors cached in the job's optional "descriptor_cache"
-    folder.
+    (`meshseg.data.derived.derive`) of the job's optional "features", "levels",
+    "coarsening" and "frame", with the descriptors cached in the job's optional
+    "descriptor_cache" folder.
 
     Returns:
       (True, LabelledMesh) or (False, reason) for an `InvalidMeshError` or a mesh whose
@@ -393,14 +393,14 @@ def convert_job(job: dict) -> tuple[bool, LabelledMesh | str]:
     features, levels = job.pop("features", ()), job.pop("levels", 0)
     coarsening = job.pop("coarsening", 4.0)
     descriptor_cache = job.pop("descriptor_cache", None)
+    frame = job.pop("frame", "none")
     try:
         mesh = load_labelled_mesh(**job)
     except InvalidMeshError as error:
         return False, str(error)
-    if features or levels:
-        try:
-            mesh.derived = derive(mesh.vertices, mesh.triangles, features, levels, coarsening,
-                                  mesh.sha256, descriptor_cache)
-        except ValueError as error:
-            return False, f"features or hierarchy: {error}"
+    try:
+        mesh.derived = derive(mesh.vertices, mesh.triangles, features, levels, coarsening,
+                              mesh.sha256, descriptor_cache, frame)
+    except ValueError as error:
+        return False, f"features, pose or hierarchy: {error}"
     return True, mesh

@@ -65,6 +65,8 @@ class MeshFolder:
       split_files: per split, its split file relative to root.
       validation: meshes of the training split held out as the validation split (0:
         none), chosen by `validation_entries` with `validation_seed`.
+      frame: "pca" stores every mesh in its canonical pose (`meshseg.data.pose`), its
+        hierarchy and normals derived there (`meshseg.data.convert.convert_split`).
     """
 
     root: str
@@ -83,6 +85,7 @@ class MeshFolder:
                                                        "test": "test.txt"})
     validation: int = 0
     validation_seed: int = 0
+    frame: str = "none"
 
 
 def mesh_folder(data: DataConfig) -> MeshFolder:
@@ -99,7 +102,8 @@ def mesh_folder(data: DataConfig) -> MeshFolder:
                       coarsening=data.coarsening,
                       entries={"train": data.train_entries, "test": data.test_entries},
                       split_files={"train": data.train_split, "test": data.test_split},
-                      validation=data.validation_meshes, validation_seed=data.validation_seed)
+                      validation=data.validation_meshes, validation_seed=data.validation_seed,
+                      frame=data.frame)
 
 
 def validation_entries(num_train: int, count: int, seed: int) -> np.ndarray:
@@ -162,7 +166,7 @@ def _source_stamp(source: MeshFolder, pairs: dict) -> dict:
     for name, default in (("features", []), ("levels", 0),
                           ("entries", {"train": "*", "test": "*"}),
                           ("split_files", {"train": "train.txt", "test": "test.txt"}),
-                          ("validation", 0), ("validation_seed", 0)):
+                          ("validation", 0), ("validation_seed", 0), ("frame", "none")):
         if settings[name] == default:
             settings.pop(name)
     if not source.levels:
@@ -236,7 +240,7 @@ def _build(source: MeshFolder, pairs: dict, shards: dict, stamp: dict, cache_dir
                           label_kind=source.label_kind, adjacency=source.adjacency,
                           workers=workers, strict=True, features=tuple(source.features),
                           levels=source.levels, coarsening=source.coarsening,
-                          descriptor_cache=descriptor_cache)
+                          descriptor_cache=descriptor_cache, frame=source.frame)
         (build_dir / STAMP_NAME).write_text(json.dumps(stamp, indent=1, sort_keys=True))
         if cache_dir.exists():
             shutil.rmtree(cache_dir)

@@ -175,8 +175,9 @@ def mesh_inputs(vertices: np.ndarray, triangles: np.ndarray,
     vertices = np.asarray(vertices, np.float32)
     triangles = np.asarray(triangles, np.int32)
     edges, edge_weights = mesh_edges(triangles, len(vertices))
-    derived = derive(vertices, triangles, inputs.stored, inputs.levels, settings.coarsening)
-    mesh = {"vertices": tf.constant(vertices), "triangles": tf.constant(triangles),
+    derived = derive(vertices, triangles, inputs.stored, inputs.levels, settings.coarsening,
+                     frame=inputs.frame)
+    mesh = {"vertices": tf.constant(derived.vertices), "triangles": tf.constant(triangles),
             "edges": edges, "edge_weights": edge_weights, **derived.features,
             "levels": [{"num_vertices": level.num_vertices, "edges": level.edges,
                         "edge_weights": level.edge_weights, "parents": level.parents}

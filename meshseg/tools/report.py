@@ -5,13 +5,16 @@ Command line:
     python -m meshseg.tools.report multirun/<date>_<time> [--out DIR]
 
 prints one row per run (impl, jit, loop, median step time with its interquartile range
-and min-max in ms, compile time in s, peak memory in MiB, final eval accuracy and mean
-IoU) and writes `report.md` with that table and three PNG plots into DIR (default: the
-given directory): `step_time_vs_accuracy.png`, `loss_curves.png`, `step_time_box.png`.
+and min-max in ms, compile time in s, peak memory in MiB, the last validation and test
+accuracy and mean IoU), best first (`rank_records`: by validation accuracy when the runs
+have a validation split, so the test split is never what chooses; by test accuracy
+otherwise, and the ranking line says which), and writes `report.md` with that table and
+three PNG plots into DIR (default: the given directory): `step_time_vs_accuracy.png`,
+`loss_curves.png`, `step_time_box.png`.
 
 Every number comes from the event files: `train/` (step_time_ms, compile_time_s, loss),
-`eval/` (accuracy, mean_iou) and the run directory's own file (peak_rss_mib, written by
-`meshseg.train.hparams`); they agree with `summary.json`. Figures are drawn on
+`validation/` and `eval/` (the test split: accuracy, mean_iou) and the run directory's own
+file (peak_rss_mib, written by `meshseg.train.hparams`); they agree with `summary.json`. Figures are drawn on
 `matplotlib.figure.Figure` (the Agg canvas), never through pyplot's global state.
 
 A directory that does not exist or holds no run, and an `--out` that is a file, end the
@@ -21,7 +24,7 @@ command with one line and exit status 2 (`meshseg.errors.ConfigError`), before T
 
 import argparse
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from hydra.experimental.callback import Callback
@@ -64,12 +67,14 @@ def run_record(run_dir: str) -> Dict:
       ("impl loop jit=..."); step_times_ms float64 [N] (steps after compilation);
       median_step_ms, q1_step_ms, q3_step_ms, min_step_ms, max_step_ms (ms, None without
       steps); compile_s (sum of compile_time_s, s); peak_mib (MiB or None); loss (steps
-      [N], values [N]); accuracy, mean_iou, baseline (last eval values or None).
+      [N], values [N]); accuracy, mean_iou, baseline (the last test-split values or
+      None); validation_accuracy, validation_mean_iou (the last validation values or None).
     """
     run = load_run(run_dir)
     from meshseg.train.summaries import read_scalars  # TensorFlow: see the module docstring
 
-    train, evaluation = (read_scalars(os.path.join(run_dir, split)) for split in ("train", "eval"))
+    train, evaluation, validation = (read_scalars(os.path.join(run_dir, split))
+                                     for split in ("train", "eval", "validation"))
     own = read_scalars(run_dir)
     times = train.get("step_time_ms", (None, np.zeros(0)))[1]
     quantiles = np.percentile(times, [0, 25, 50, 75, 100]) if times.size else [None] * 5
@@ -85,7 +90,9 @@ def run_record(run_dir: str) -> Dict:
         peak_mib=_last(own, "peak_rss_mib"),
         loss=train.get("loss", (np.zeros(0, np.int64), np.zeros(0))),
         accuracy=_last(evaluation, "accuracy"), mean_iou=_last(evaluation, "mean_iou"),
-        baseline=_last(evaluation, "majority_baseline_accuracy"))
+        baseline=_last(evaluation, "majority_baseline_accuracy"),
+        validation_accuracy=_last(validation, "accuracy"),
+        validation_mean_iou=_last(validation, "mean_iou"))
     return record
 
 
@@ -121,14 +128,32 @@ def load_records(root: str) -> List[Dict]:
     return records
 
 
+def rank_records(records: List[Dict]) -> Tuple[List[Dict], str]:
+    """The records best first, and one line saying by what.
+
+    Runs are ranked by validation accuracy when any of them has a validation split (runs
+    without one come last), so a choice among them never reads the test split; otherwise by
+    test accuracy, which the line then says. Runs without the metric keep their order, last.
+    """
+    by_validation = any(r["validation_accuracy"] is not None for r in records)
+    key = "validation_accuracy" if by_validation else "accuracy"
+    ranked = sorted(records, key=lambda r: (r[key] is None, -(r[key] or 0.0)))
+    if by_validation:
+        return ranked, "Runs ranked by validation accuracy, best first."
+    return ranked, ("Runs ranked by TEST accuracy, best first (no run has a validation split: "
+                    "choose settings on one, data.validation_meshes=N).")
+
+
 def _fmt(value, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
 def format_table(records: List[Dict]) -> str:
-    """A Markdown table, one row per record (see the module docstring for the columns)."""
+    """A Markdown table, one row per record in the given order (see the module docstring
+    for the columns)."""
     header = ["run", "impl", "jit", "loop", "step ms (median)", "IQR", "min-max",
-              "compile s", "peak MiB", "accuracy", "mIoU"]
+              "compile s", "peak MiB", "validation accuracy", "validation mIoU",
+              "test accuracy", "test mIoU"]
     rows = [header, ["---"] * len(header)]
     for r in records:
         rows.append([
@@ -137,22 +162,27 @@ def format_table(records: List[Dict]) -> str:
             f"{_fmt(r['q1_step_ms'], '.1f')}-{_fmt(r['q3_step_ms'], '.1f')}",
             f"{_fmt(r['min_step_ms'], '.1f')}-{_fmt(r['max_step_ms'], '.1f')}",
             _fmt(r["compile_s"], ".2f"), _fmt(r["peak_mib"], ".0f"),
+            _fmt(r["validation_accuracy"], ".4f"), _fmt(r["validation_mean_iou"], ".4f"),
             _fmt(r["accuracy"], ".4f"), _fmt(r["mean_iou"], ".4f")])
     return "\n".join("| " + " | ".join(row) + " |" for row in rows)
 
 
 def plot_step_time_vs_accuracy(records: List[Dict]) -> Figure:
-    """Scatter of median step time (ms, x) against final eval accuracy (y), one labelled
-    point per run with its interquartile range as a horizontal error bar."""
+    """Scatter of median step time (ms, x) against the last validation accuracy (y) when
+    any run has a validation split, else the last test accuracy (the axis says which), one
+    labelled point per run with its interquartile range as a horizontal error bar."""
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.add_subplot()
+    by_validation = any(r["validation_accuracy"] is not None for r in records)
+    key = "validation_accuracy" if by_validation else "accuracy"
     for r in records:
-        if r["median_step_ms"] is None or r["accuracy"] is None:
+        if r["median_step_ms"] is None or r[key] is None:
             continue
         error = [[r["median_step_ms"] - r["q1_step_ms"]], [r["q3_step_ms"] - r["median_step_ms"]]]
-        ax.errorbar(r["median_step_ms"], r["accuracy"], xerr=error, fmt="o", capsize=3,
+        ax.errorbar(r["median_step_ms"], r[key], xerr=error, fmt="o", capsize=3,
                     label=r["label"])
-    ax.set(xlabel="median step time (ms); bars: interquartile range", ylabel="eval accuracy",
+    ax.set(xlabel="median step time (ms); bars: interquartile range",
+           ylabel="validation accuracy" if by_validation else "test accuracy",
            title="step time vs accuracy")
     ax.legend(fontsize="small")
     return fig
@@ -184,15 +214,16 @@ def write_report(root: str, out_dir: Optional[str] = None) -> Dict[str, str]:
     (default `root`).
 
     Returns:
-      {"table": the Markdown table, "report": report.md path, <plot name>: its path}.
+      {"table": the Markdown table and its ranking line (`rank_records`), "report":
+      report.md path, <plot name>: its path}.
 
     Raises:
       ConfigError: from `load_records`, before anything is written.
     """
     out_dir = out_dir or root
-    records = load_records(root)
+    records, ranking = rank_records(load_records(root))
     os.makedirs(out_dir, exist_ok=True)
-    table = format_table(records)
+    table = f"{format_table(records)}\n\n{ranking}"
     figures = (plot_step_time_vs_accuracy, plot_loss_curves, plot_step_time_box)
     paths = {"table": table, "report": os.path.join(out_dir, "report.md")}
     for name, plot in zip(PLOTS, figures):

@@ -43,8 +43,10 @@ METRIC_KEYS = {
     "median_step_time_ms": "median step time (ms)",
     "compile_time_s": "compile time (s)",
     "peak_rss_mib": "peak memory (MiB)",
-    "eval_accuracy": "accuracy",
-    "eval_mean_iou": "mean IoU",
+    "validation_accuracy": "validation accuracy",
+    "validation_mean_iou": "validation mean IoU",
+    "eval_accuracy": "test accuracy",
+    "eval_mean_iou": "test mean IoU",
 }
 
 

@@ -19,7 +19,8 @@ import tensorflow as tf
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
-from meshseg.config import LossConfig, ModelConfig, OptimizerConfig, TrainConfig, checked_config
+from meshseg.config import (LossConfig, ModelConfig, OptimizerConfig, TrainConfig, checked_config,
+                            test_evaluations)
 from meshseg.console import runnable_command
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import sample_meshes
@@ -45,6 +46,11 @@ from meshseg.train.summary import RunSummary
 
 log = logging.getLogger(__name__)
 DATA_PATHS = ("root", "cache_dir", "train_files", "test_files")
+TEST_SCHEDULE_LOG = {
+    "never": "not scored (eval.test=never, or auto with a validation split); "
+             "score it once with eval.test=final",
+    "final": "scored once, at the last step (eval.test=final)",
+    "every": "scored at every evaluation"}
 
 
 def typed_config(cfg: DictConfig) -> TrainConfig:
@@ -221,24 +227,28 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
         optimizer = build_optimizer(model, config.optimizer, config.precision, config.steps)
     loop = build_loop(config, model, optimizer, train_data, strategy, data_info.train_histogram)
     predict_step = make_predict_step(model, config.jit, test_data.element_spec[0])
-    mesh_summaries = MeshSummaries(
-        sample_meshes(data_info.files["test"], config.summaries.meshes,
-                      MeshInputs.of(config.data)), model)
-
     validation_data = (evaluation_dataset(config.data, data_info, "validation")
                        if "validation" in data_info.files else None)
+    test_when = test_evaluations(config)
+    log.info("test split: %s", TEST_SCHEDULE_LOG[test_when])
+    # The meshes drawn in TensorBoard come from the split scored at every evaluation: the
+    # summaries' "eval" (test) or "validation".
+    shown = "eval" if test_when == "every" or validation_data is None else "validation"
+    mesh_summaries = MeshSummaries(
+        sample_meshes(data_info.files["test" if shown == "eval" else "validation"],
+                      config.summaries.meshes, MeshInputs.of(config.data)), model)
 
     def run_eval(last: bool):
         # Called by the controller after it logged the step, so steps_done is this step.
-        # With a validation split, the test split is scored once, at the last step.
         results = {}
         if validation_data is not None:
             results["validation"] = evaluate(predict_step, validation_data,
                                              config.data.num_classes, data_info.train_histogram)
-        if validation_data is None or last:
-            mesh_summaries.write(controller.logger.eval_writer, controller.logger.steps_done)
+        if test_when == "every" or (test_when == "final" and last):
             results["eval"] = evaluate(predict_step, test_data, config.data.num_classes,
                                        data_info.train_histogram)
+        if shown in results:
+            mesh_summaries.write(controller.logger.writer(shown), controller.logger.steps_done)
         return results
 
     # Only the chief writes summaries and checkpoints; other workers write theirs (needed
@@ -315,10 +325,11 @@ def log_results(run_dir: str, summary: RunSummary) -> None:
               else f"{summary.median_step_time_ms:.1f} ms")
     log.info("%d steps: median step time %s, compile time %.1f s, wall time %.0f s",
              summary.steps, median, summary.compile_time_s, summary.wall_time_s)
-    log.info("test accuracy %.4f (majority-class baseline %.4f), mean IoU %.4f; accuracy "
-             "%.4f on label boundaries, %.4f elsewhere", summary.eval_accuracy,
-             summary.eval_majority_baseline_accuracy, summary.eval_mean_iou,
-             summary.eval_boundary_accuracy, summary.eval_interior_accuracy)
+    if summary.eval_accuracy is not None:
+        log.info("test accuracy %.4f (majority-class baseline %.4f), mean IoU %.4f; accuracy "
+                 "%.4f on label boundaries, %.4f elsewhere", summary.eval_accuracy,
+                 summary.eval_majority_baseline_accuracy, summary.eval_mean_iou,
+                 summary.eval_boundary_accuracy, summary.eval_interior_accuracy)
     if summary.validation_accuracy is not None:
         log.info("validation accuracy %.4f, mean IoU %.4f", summary.validation_accuracy,
                  summary.validation_mean_iou)

@@ -30,7 +30,8 @@ MULTIRUN_FILE = "multirun.yaml"  # Hydra's record of a sweep, in its directory
 OUTPUTS = (CHECKPOINT_DIR, "train", "eval", SUMMARY_FILE, MODEL_FILE)
 # Settings a resumed run may change: how long it trains, how often it evaluates, what
 # it resumes, whether it profiles (and runs recorded before `profile` existed resume).
-RESUMABLE_CHANGES = ("steps", "eval_every", "resume", "checkpoint", "profile", "profile_steps")
+RESUMABLE_CHANGES = ("steps", "eval_every", "eval", "resume", "checkpoint", "profile",
+                     "profile_steps")
 NOW = re.compile(r"\$\{now:[^}]*\}")  # the timestamp in the default hydra.run.dir
 _READ_CHUNK = 1 << 24  # bytes read at once for a shard's checksum
 

@@ -149,17 +149,25 @@ class RunLogger:
         with self.train_writer.as_default(step=step):
             tf.summary.scalar("iteration_time_ms", 1e3 * seconds)
 
+    def writer(self, split: str) -> tf.summary.SummaryWriter:
+        """The summary writer of the test split ("eval") or of the validation split
+        ("validation", made on first use)."""
+        if split != "validation":
+            return self.eval_writer
+        if self.validation_writer is None:
+            write_session_start(os.path.join(self.run_dir, split), self.initial_step + 1)
+            self.validation_writer = tf.summary.create_file_writer(
+                os.path.join(self.run_dir, split))
+        return self.validation_writer
+
     def log_eval(self, step: int, results: Dict[str, float], split: str = "eval") -> None:
         """Records evaluation `results` (`meshseg.train.evaluate.evaluate`'s scores)
         of the test split ("eval") or the validation split ("validation")."""
+        writer = self.writer(split)
         if split == "validation":
-            if self.validation_writer is None:
-                write_session_start(os.path.join(self.run_dir, split), self.initial_step + 1)
-                self.validation_writer = tf.summary.create_file_writer(
-                    os.path.join(self.run_dir, split))
-            writer, self.last_validation = self.validation_writer, dict(results)
+            self.last_validation = dict(results)
         else:
-            writer, self.last_eval = self.eval_writer, dict(results)
+            self.last_eval = dict(results)
         with writer.as_default(step=step):
             for name, value in results.items():
                 tf.summary.scalar(name, value)

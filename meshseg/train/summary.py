@@ -73,6 +73,14 @@ class RunSummary:
     validation_accuracy: Optional[float] = None
     validation_mean_iou: Optional[float] = None
 
+    @property
+    def choosing_accuracy(self) -> Optional[float]:
+        """The accuracy runs are ranked by: on the validation split when the run has one
+        (the test split stays sealed for choosing), else on the test split."""
+        if self.validation_accuracy is not None:
+            return self.validation_accuracy
+        return self.eval_accuracy
+
     def save(self, run_dir: str) -> str:
         """Writes `<run_dir>/summary.json` atomically; returns its path."""
         path = os.path.join(run_dir, SUMMARY_FILE)

@@ -88,19 +88,30 @@ def test_validation_needs_a_mesh_folder(tiny_dataset, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_run_with_validation_scores_it_every_eval_and_the_test_split_once(
-        mesh_folder, tmp_path):
+@pytest.mark.parametrize("test_setting, test_steps", [(None, []), ("final", [4]),
+                                                      ("every", [2, 4])])
+def test_a_run_with_validation_scores_the_test_split_only_when_its_command_asks(
+        mesh_folder, tmp_path, test_setting, test_steps):
+    """The test split is sealed in a choosing run: with a validation split it is scored
+    never (eval.test=auto), once at the last step (final), or at every evaluation (every),
+    and no test figure reaches the summary, the event files or the log otherwise."""
+    overrides = [] if test_setting is None else [f"eval.test={test_setting}"]
     cfg = tiny_config({"train": "unused", "test": "unused", "num_classes": 6},
                       "data.source=mesh_folder", f"data.root={mesh_folder}",
                       "data.meshes=meshes", "data.validation_meshes=3",
-                      f"data.cache_dir={tmp_path / 'cache'}", "steps=4", "eval_every=2")
+                      f"data.cache_dir={tmp_path / 'cache'}", "steps=4", "eval_every=2",
+                      *overrides)
     summary = train_tiny(cfg, tmp_path / "run")
     validation = scalars(tmp_path / "run", "validation")
     test = scalars(tmp_path / "run", "eval")
     assert [step for step, _ in validation["accuracy"]] == [2, 4]
-    assert [step for step, _ in test["accuracy"]] == [4]
+    assert [step for step, _ in test.get("accuracy", [])] == test_steps
     assert summary.validation_accuracy == pytest.approx(validation["accuracy"][-1][1])
-    assert summary.eval_accuracy == pytest.approx(test["accuracy"][-1][1])
+    assert summary.choosing_accuracy == summary.validation_accuracy
+    if test_steps:
+        assert summary.eval_accuracy == pytest.approx(test["accuracy"][-1][1])
+    else:
+        assert summary.eval_accuracy is None and summary.eval_mean_iou is None
 
 
 def _evaluation_batches(files, rotation_seed):
