@@ -148,8 +148,9 @@ class DataConfig:
     validation_seed: int = 0
     validation_shards: int = 1
     # Evaluation (validation and test) on meshes turned by a seeded rotation uniform over
-    # SO(3), one per mesh, the same in every evaluation: none | so3. Positions and normals
-    # turn; HKS, being intrinsic, does not. Training augmentation is `augment`.
+    # SO(3), moved and scaled, one motion per mesh file, applied before the converter
+    # derives anything (`meshseg.data.pose.turned`): none | so3. Training augmentation is
+    # `augment`.
     eval_rotation: str = "none"
     eval_rotation_seed: int = 0
     train_shards: int = 4
@@ -480,6 +481,10 @@ def check(config: TrainConfig) -> None:
     if config.impl.name == "auto" and not config.impl.candidates:
         raise ConfigError("impl=auto needs impl.candidates, got []")
     config.data.augment.check()
+    if config.data.eval_rotation != "none" and config.data.source != "mesh_folder":
+        raise ConfigError("data.eval_rotation needs data.source=mesh_folder (the mesh files "
+                          "are turned before anything is derived from them); convert turned "
+                          "copies of your test meshes instead")
     if config.data.validation_meshes and config.data.source != "mesh_folder":
         raise ConfigError("data.validation_meshes needs data.source=mesh_folder (it holds out "
                           "entries of the training split file); give TFRecords of a "

@@ -150,6 +150,7 @@ def convert_split(
     coarsening: float = 4.0,
     descriptor_cache: str | None = None,
     frame: str = "none",
+    turn_seed: int | None = None,
 ) -> list[str]:
     """Writes labelled meshes to TFRecord shards plus `<out_prefix>.manifest.json`.
 
@@ -180,6 +181,9 @@ def convert_split(
         turned, moved or scaled copy of a mesh file converts to the same record; a mesh
         whose frame is ambiguous is named in a warning (`meshseg.data.pose.ambiguity`).
         "none" stores the positions as read.
+      turn_seed: turn, move and scale every mesh first (`meshseg.data.pose.turned`, drawn
+        from this seed and the mesh file's SHA-256), before anything is derived: the
+        evaluation splits of `data.eval_rotation=so3`. None: as read.
 
     Returns:
       The shard paths, in order.
@@ -213,7 +217,7 @@ def convert_split(
     jobs = [dict(mesh_path=str(m), label_path=str(l), label_offset=label_offset,
                  num_classes=num_classes, label_kind=label_kind, features=features,
                  levels=levels, coarsening=coarsening, descriptor_cache=descriptor_cache,
-                 frame=frame)
+                 frame=frame, turn_seed=turn_seed)
             for m, l in zip(mesh_paths, label_paths)]
     shard_of = np.repeat(np.arange(num_shards),
                          [len(c) for c in np.array_split(np.arange(len(jobs)), num_shards)])
@@ -243,7 +247,8 @@ def convert_split(
 
     settings = dict(num_classes=num_classes, label_offset=label_offset,
                     label_kind=label_kind, adjacency=adjacency, features=list(features),
-                    levels=levels, coarsening=coarsening, frame=frame)
+                    levels=levels, coarsening=coarsening, frame=frame,
+                    **({} if turn_seed is None else {"turn_seed": turn_seed}))
     replaced = listed_shards(out_prefix)
 
     def finish():

@@ -47,6 +47,7 @@ import trimesh
 from meshseg.data.adjacency import mesh_edges
 from meshseg.data.declared_counts import check_declared_counts
 from meshseg.data.derived import Derived, derive
+from meshseg.data.pose import turned
 from meshseg.data.polygons import triangulate
 from meshseg.data.validate import (FaceCounts, InvalidMeshError, float32_positions,
                                    validate_geometry, validate_labels)
@@ -383,7 +384,9 @@ def convert_job(job: dict) -> tuple[bool, LabelledMesh | str]:
     """Process-pool entry point: `load_labelled_mesh(**job)`, then the derived fields
     (`meshseg.data.derived.derive`) of the job's optional "features", "levels",
     "coarsening" and "frame", with the descriptors cached in the job's optional
-    "descriptor_cache" folder.
+    "descriptor_cache" folder. A job with "turn_seed" first turns, moves and scales the
+    mesh (`meshseg.data.pose.turned`, evaluation on turned meshes), so everything is
+    derived from the turned mesh, as from a turned file.
 
     Returns:
       (True, LabelledMesh) or (False, reason) for an `InvalidMeshError` or a mesh whose
@@ -394,13 +397,18 @@ def convert_job(job: dict) -> tuple[bool, LabelledMesh | str]:
     coarsening = job.pop("coarsening", 4.0)
     descriptor_cache = job.pop("descriptor_cache", None)
     frame = job.pop("frame", "none")
+    turn_seed = job.pop("turn_seed", None)
     try:
         mesh = load_labelled_mesh(**job)
     except InvalidMeshError as error:
         return False, str(error)
+    vertices, descriptor_key = mesh.vertices, mesh.sha256
+    if turn_seed is not None:  # before anything is derived, as a turned file would be
+        vertices = turned(mesh.vertices, turn_seed, mesh.sha256)
+        descriptor_key = hashlib.sha256(f"{mesh.sha256}:turned:{turn_seed}".encode()).hexdigest()
     try:
-        mesh.derived = derive(mesh.vertices, mesh.triangles, features, levels, coarsening,
-                              mesh.sha256, descriptor_cache, frame)
+        mesh.derived = derive(vertices, mesh.triangles, features, levels, coarsening,
+                              descriptor_key, descriptor_cache, frame)
     except ValueError as error:
         return False, f"features, pose or hierarchy: {error}"
     return True, mesh

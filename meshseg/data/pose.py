@@ -114,3 +114,31 @@ def ambiguity(pose: Pose) -> Optional[str]:
         return None
     return ("its principal frame is ambiguous (" + "; ".join(problems) + "), so a turned "
             "copy may be read in another frame and labelled differently")
+
+
+def turned(vertices: np.ndarray, seed: int, key: str) -> np.ndarray:
+    """A mesh's positions turned by a rotation uniform over SO(3), moved and scaled, drawn
+    from `seed` and the mesh's own `key` (its file's SHA-256), so a mesh gets the same
+    motion whatever split or order it is read in (`data.eval_rotation=so3`,
+    `predict --eval-rotation so3`).
+
+    Args:
+      vertices: float [V, 3] positions.
+      seed: int >= 0; key: a hexadecimal digest of the mesh.
+
+    Returns:
+      float32 [V, 3]: x R^T s + t, with R a uniform random rotation (a normalised Gaussian
+      4-vector as its unit quaternion), s log-uniform in [0.1, 10] and t uniform in [-10, 10]^3 times the mesh's
+      RMS radius.
+    """
+    rng = np.random.default_rng([seed, int(key[:16], 16)])
+    quaternion = rng.normal(size=4)
+    w, x, y, z = quaternion / np.linalg.norm(quaternion)
+    rotation = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                         [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                         [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+    vertices = np.asarray(vertices, np.float64)
+    radius = np.sqrt(np.mean(np.sum((vertices - vertices.mean(axis=0)) ** 2, axis=1)))
+    scale = np.exp(rng.uniform(np.log(0.1), np.log(10.0)))
+    shift = rng.uniform(-10.0, 10.0, size=3) * radius
+    return (vertices @ rotation.T * scale + shift).astype(np.float32)

@@ -67,6 +67,9 @@ class MeshFolder:
         none), chosen by `validation_entries` with `validation_seed`.
       frame: "pca" stores every mesh in its canonical pose (`meshseg.data.pose`), its
         hierarchy and normals derived there (`meshseg.data.convert.convert_split`).
+      eval_turn_seed: the validation and test meshes are turned, moved and scaled by a
+        motion drawn from this seed before anything is derived (`data.eval_rotation=so3`;
+        `meshseg.data.pose.turned`); None: as they are.
     """
 
     root: str
@@ -86,6 +89,7 @@ class MeshFolder:
     validation: int = 0
     validation_seed: int = 0
     frame: str = "none"
+    eval_turn_seed: int | None = None
 
 
 def mesh_folder(data: DataConfig) -> MeshFolder:
@@ -103,7 +107,9 @@ def mesh_folder(data: DataConfig) -> MeshFolder:
                       entries={"train": data.train_entries, "test": data.test_entries},
                       split_files={"train": data.train_split, "test": data.test_split},
                       validation=data.validation_meshes, validation_seed=data.validation_seed,
-                      frame=data.frame)
+                      frame=data.frame,
+                      eval_turn_seed=(data.eval_rotation_seed if data.eval_rotation == "so3"
+                                      else None))
 
 
 def validation_entries(num_train: int, count: int, seed: int) -> np.ndarray:
@@ -166,7 +172,8 @@ def _source_stamp(source: MeshFolder, pairs: dict) -> dict:
     for name, default in (("features", []), ("levels", 0),
                           ("entries", {"train": "*", "test": "*"}),
                           ("split_files", {"train": "train.txt", "test": "test.txt"}),
-                          ("validation", 0), ("validation_seed", 0), ("frame", "none")):
+                          ("validation", 0), ("validation_seed", 0), ("frame", "none"),
+                          ("eval_turn_seed", None)):
         if settings[name] == default:
             settings.pop(name)
     if not source.levels:
@@ -240,7 +247,8 @@ def _build(source: MeshFolder, pairs: dict, shards: dict, stamp: dict, cache_dir
                           label_kind=source.label_kind, adjacency=source.adjacency,
                           workers=workers, strict=True, features=tuple(source.features),
                           levels=source.levels, coarsening=source.coarsening,
-                          descriptor_cache=descriptor_cache, frame=source.frame)
+                          descriptor_cache=descriptor_cache, frame=source.frame,
+                          turn_seed=None if split == "train" else source.eval_turn_seed)
         (build_dir / STAMP_NAME).write_text(json.dumps(stamp, indent=1, sort_keys=True))
         if cache_dir.exists():
             shutil.rmtree(cache_dir)

@@ -290,14 +290,12 @@ def _batching(data: DataConfig, info: DataInfo) -> dict:
 
 def evaluation_dataset(data: DataConfig, info: DataInfo, split: str):
     """One deterministic pass over `split` ("test" or "validation") of a run's data
-    (no shuffle, no augmentation; each mesh turned by its seeded rotation under
-    `data.eval_rotation=so3`), batched as the training split: the batches
-    `meshseg.train.evaluate` scores.
+    (no shuffle, no augmentation; under `data.eval_rotation=so3` its records hold the
+    meshes turned before conversion, `meshseg.data.prepare.MeshFolder.eval_turn_seed`),
+    batched as the training split: the batches `meshseg.train.evaluate` scores.
 
     Raises:
       KeyError: for a split the data has not (no validation without
         `data.validation_meshes`).
     """
-    rotation_seed = data.eval_rotation_seed if data.eval_rotation == "so3" else None
-    return make_dataset(info.files[split], training=False, rotation_seed=rotation_seed,
-                        **_batching(data, info))
+    return make_dataset(info.files[split], training=False, **_batching(data, info))

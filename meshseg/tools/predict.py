@@ -30,9 +30,11 @@ anything is written, and so are outputs already in `--out` unless `--overwrite` 
 
 `--test-split` scores the run's model on its test split instead (the records the run was
 evaluated on, as it evaluated them: `evaluate_test_split`) and prints the accuracy and mean
-IoU; `--eval-rotation so3` first turns each test mesh by a seeded rotation uniform over
-SO(3), as `data.eval_rotation=so3` does in a run: the figure that shows what a model
-trained in one frame does on meshes that are not in it.
+IoU; `--eval-rotation so3` instead turns, moves and scales each test mesh *file* by a
+seeded motion and predicts it from the turned file through the whole input path
+(`evaluate_turned_test_files`): the figure a user with meshes in other orientations gets.
+Under `data.frame=pca` each mesh is read in its canonical pose (`meshseg.data.pose`); a
+mesh whose frame is ambiguous is named in a warning line.
 
 The command line checks its arguments (the run, the mesh files, the folders) before it
 imports TensorFlow, which the functions that need it import themselves: a mistake ends
@@ -53,11 +55,12 @@ import numpy as np
 import trimesh
 
 from meshseg.cli import command, existing_dir, existing_file, output_dir
-from meshseg.config import TrainConfig
+from meshseg.config import TrainConfig, data_root
 from meshseg.console import start_tensorflow_quietly
 from meshseg.data.derived import derive
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.meshfiles import load_geometry, load_label_file
+from meshseg.data.pose import ambiguity, principal_pose
 from meshseg.data.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG
@@ -205,24 +208,19 @@ def read_meshes(files: List[str]) -> Iterator[Dict[str, np.ndarray]]:
             yield {key: mesh[key].numpy() for key in ("vertices", "triangles", "labels")}
 
 
-def evaluate_test_split(run_dir: str, keep_meshes: int = 3,
-                        rotation_seed: Optional[int] = None) -> Dict:
+def evaluate_test_split(run_dir: str, keep_meshes: int = 3) -> Dict:
     """Evaluates a run's model on its test split, as the run evaluated it (records the
     run skipped as bad are skipped again).
 
     Args:
       keep_meshes: how many test meshes to return with their predictions.
-      rotation_seed: turn each test mesh by a rotation uniform over SO(3) drawn from this
-        seed first (`meshseg.data.pipeline.make_dataset`, as `data.eval_rotation=so3`);
-        no mesh is returned then.
 
     Returns:
       dict with accuracy (fraction of test vertices predicted right; equals the run's
       eval accuracy), mean_iou, confusion (int64 [K, K], rows true class, columns
       predicted), boundary (`BoundaryAccuracy.result()`: accuracy on and off label
       boundaries), num_meshes, and meshes: the first `keep_meshes` meshes as dicts of
-      vertices float32 [V, 3], triangles int32 [T, 3], labels and predictions int32 [V]
-      (none when rotated).
+      vertices float32 [V, 3], triangles int32 [T, 3], labels and predictions int32 [V].
 
     Raises:
       DataError: naming the shard, if a test shard the run recorded is gone.
@@ -239,15 +237,13 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3,
                         "convert its data again (a run of the same settings does)")
     model = load_model(run_dir)
     test_data = make_dataset(settings.test_files, batch_size=1, training=False,
-                             inputs=settings.inputs, skip_bad_records=settings.skip_bad_records,
-                             rotation_seed=rotation_seed)
+                             inputs=settings.inputs, skip_bad_records=settings.skip_bad_records)
     boundary = BoundaryAccuracy()
     confusion = confusion_matrix(make_predict_step(model, jit=False), test_data,
                                  settings.num_classes, boundary)
-    shown = 0 if rotation_seed is not None else keep_meshes  # read no mesh it does not show
     meshes = [{**mesh, "predictions": predict_labels(model, mesh["vertices"], mesh["triangles"],
                                                      settings)}
-              for mesh in itertools.islice(read_meshes(settings.test_files), shown)]
+              for mesh in itertools.islice(read_meshes(settings.test_files), keep_meshes)]
     return {"accuracy": float(np.trace(confusion) / max(confusion.sum(), 1)),
             "mean_iou": mean_iou(confusion), "confusion": confusion,
             "boundary": boundary.result(),
@@ -255,6 +251,58 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3,
                                               bad_records=BadRecordLog(quiet=True)).good)
                               for path in settings.test_files),
             "meshes": meshes}
+
+
+def evaluate_turned_test_files(run_dir: str, seed: int = 0) -> Dict:
+    """Evaluates a run's model on its test meshes as a user would give them turned: each
+    test mesh *file* of the run's mesh folder is turned by a rotation uniform over SO(3),
+    moved and scaled (`meshseg.data.pose.turned`, drawn from `seed` and the file's
+    SHA-256), written as a binary PLY file, and predicted from that file through predict's
+    whole input path (`load_geometry`, then `mesh_inputs`: pose, features and hierarchy
+    derived from the turned file).
+
+    Returns:
+      the keys of `evaluate_test_split` (meshes empty).
+
+    Raises:
+      ConfigError: for a run whose data is not a mesh folder (its test meshes are records
+        only), or whose mesh folder is not where its settings say.
+      DataError: for a test mesh or label file that is missing or invalid.
+    """
+    import tempfile
+
+    from meshseg.data.adjacency import mesh_edges
+    from meshseg.data.meshfiles import file_sha256
+    from meshseg.data.pose import turned
+    from meshseg.data.prepare import mesh_folder, split_pairs
+    from meshseg.train.metrics import BoundaryAccuracy, mean_iou
+
+    config, settings = load_run_config(run_dir), input_settings(run_dir)
+    if config.data.source != "mesh_folder":
+        raise ConfigError(f"--eval-rotation turns the run's test mesh files: the run in "
+                          f"{run_dir} read TFRecords (data.source={config.data.source})")
+    config.data.root = str(data_root(config.data))
+    mesh_paths, label_paths = split_pairs(mesh_folder(config.data))["test"]
+    model = load_model(run_dir)
+    confusion = np.zeros((settings.num_classes,) * 2, np.int64)
+    boundary = BoundaryAccuracy()
+    with tempfile.TemporaryDirectory(prefix="meshseg-turned-") as folder:
+        for mesh_path, label_path in zip(mesh_paths, label_paths):
+            original = load_geometry(mesh_path)
+            labels = load_label_file(label_path) + settings.label_offset
+            validate_labels(labels, len(original.vertices), settings.num_classes)
+            moved = turned(original.vertices + original.origin, seed, file_sha256(mesh_path))
+            path = os.path.join(folder, f"{Path(mesh_path).stem}.ply")
+            trimesh.Trimesh(moved, original.triangles, process=False).export(path)
+            geometry = load_geometry(path)
+            predictions = predict_labels(model, geometry.vertices, geometry.triangles, settings)
+            np.add.at(confusion, (labels, predictions), 1)
+            edges, _ = mesh_edges(geometry.triangles, len(geometry.vertices))
+            boundary.update_state(labels[None], predictions[None], edges[None])
+            os.remove(path)
+    return {"accuracy": float(np.trace(confusion) / max(confusion.sum(), 1)),
+            "mean_iou": mean_iou(confusion), "confusion": confusion,
+            "boundary": boundary.result(), "num_meshes": len(mesh_paths), "meshes": []}
 
 
 def write_prediction(out_dir: str, stem: str, vertices: np.ndarray, triangles: np.ndarray,
@@ -365,8 +413,12 @@ def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
             result.failures[path] = str(error)
             continue
         try:
+            if settings.inputs.frame == "pca":
+                reason = ambiguity(principal_pose(geometry.vertices, geometry.triangles))
+                if reason:
+                    print(f"warning: {path}: {reason}", file=sys.stderr)
             predictions = predict_labels(model, geometry.vertices, geometry.triangles, settings)
-        except ValueError as error:  # features undefined for this mesh (`derive`)
+        except ValueError as error:  # pose or features undefined for this mesh (`derive`)
             result.failures[path] = str(error)
             continue
         write_prediction(out_dir, Path(path).stem, geometry.vertices + geometry.origin,
@@ -448,10 +500,11 @@ def score_test_split(args: argparse.Namespace) -> None:
     input_settings(run_dir)
     start_tensorflow_quietly()
     rotated = args.eval_rotation == "so3"
-    result = evaluate_test_split(run_dir, keep_meshes=0, rotation_seed=0 if rotated else None)
+    result = (evaluate_turned_test_files(run_dir, seed=0) if rotated
+              else evaluate_test_split(run_dir, keep_meshes=0))
     print(f"{run_dir}: test split ({result['num_meshes']} meshes"
-          f"{', each turned by a random rotation (seed 0)' if rotated else ''}): accuracy "
-          f"{result['accuracy']:.4f}, mean IoU {result['mean_iou']:.4f}")
+          f"{', each mesh file turned, moved and scaled at random (seed 0)' if rotated else ''}"
+          f"): accuracy {result['accuracy']:.4f}, mean IoU {result['mean_iou']:.4f}")
     from meshseg.train.metrics import iou_by_frequency
     print("mean IoU of the classes by test vertex count, rarest quarter first: " + "; ".join(
         f"{group['mean_iou']:.3f} ({group['classes']} classes of {group['min_vertices']}-"
@@ -479,8 +532,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--test-split", action="store_true",
                         help="score the run's test split (its records) instead of mesh files")
     parser.add_argument("--eval-rotation", choices=("none", "so3"), default="none",
-                        help="with --test-split: turn each test mesh by a seeded random "
-                             "rotation first (data.eval_rotation)")
+                        help="with --test-split: turn, move and scale each test mesh file "
+                             "(seeded) and predict it from the turned file (data.eval_rotation)")
     parser.add_argument("--pretrained", metavar="NAME",
                         help=f"a model shipped with meshseg instead of a run directory: "
                              f"{', '.join(pretrained_names()) or 'none'}")
