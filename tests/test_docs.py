@@ -18,7 +18,8 @@ from helpers.docs import (CHANGELOG, EXPERIMENTS, FENCED_CODE, INLINE_CODE, LINK
 
 README_MAX_BYTES = 8192
 RESULTS = ROOT / "docs" / "results.md"
-PRETRAINED = sorted(path.parent for path in (ROOT / "meshseg" / "pretrained").glob("*/results.json"))
+PRETRAINED = sorted(path.parent
+                    for path in (ROOT / "meshseg" / "pretrained").glob("*/results.json"))
 
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 MODULE = re.compile(r"python -m (meshseg\.(?:tools|data)\.[A-Za-z_]\w*)")
