@@ -73,6 +73,12 @@ def test_the_link_check_covers_the_experiment_log_and_the_changelog():
 
 
 @pytest.mark.parametrize("page", LINKED_PAGES, ids=page_id)
+def test_no_page_refers_to_the_issue_tracker_which_the_repository_lacks(page):
+    references = re.findall(r"(?i)\bissues?\s+#?\d+", page.read_text())
+    assert references == [], f"{page_id(page)} refers to tracker issues: {references}"
+
+
+@pytest.mark.parametrize("page", LINKED_PAGES, ids=page_id)
 def test_every_relative_link_points_to_an_existing_file(page):
     missing = [file for file, _ in link_targets(page.read_text())
                if file and not (page.parent / file).exists()]
