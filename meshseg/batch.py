@@ -171,7 +171,7 @@ def reverse_slots(neighbors: tf.Tensor, weights: tf.Tensor) -> Tuple[tf.Tensor, 
     slots of j's own row (a gather): the backward of `meshseg.nn.ops.gather_matmul` forms
     dL/dx and dL/dt that way, at the flat indices `flat_reverse`. It depends only on the
     mesh, so `mesh_features` computes it once per mesh (the pipeline caches it), not the
-    train step: 31 ms of a 495 ms RNA step for its four levels (docs/performance.md).
+    train step (docs/experiments/2026-12-05-backward-sums-bias-gradient-reverse-slots.md).
 
     Args:
       neighbors: int32 [V, K] neighbour table (`NeighborTable.neighbors`).

@@ -5,6 +5,9 @@ tools that take them (`python -m meshseg.tools.baseline`, `input_bound`, `bench`
 `bench_ab`), once the tool's own parser (`build_parser`) has read the whole command: a
 preset, key or option that moves fails here until each page that shows it follows.
 
+The experiment log (docs/experiments/) is left out: each entry's commands ran at the
+commit it names, with the presets of then.
+
 Composition and parsing only: nothing trains, no data is read (the bench tools' parsers
 import TensorFlow for the implementations' names).
 """
@@ -16,7 +19,7 @@ import shlex
 
 import pytest
 
-from helpers.docs import FENCED_CODE, INLINE_CODE, PAGES, ROOT
+from helpers.docs import EXPERIMENTS, FENCED_CODE, INLINE_CODE, PAGES, ROOT
 from meshseg.config import composed_config
 
 CONF_FILES = sorted((ROOT / "conf").rglob("*.yaml"))
@@ -168,3 +171,9 @@ def test_the_readme_commands_and_every_tools_are_among_the_documented_ones():
     checked = {overrides for overrides, _ in TRAIN_COMMANDS}
     assert {("impl=sparse_matmul", "jit=true"), ("experiment=rna_full",)} <= checked
     assert {tool for (tool, _), _ in TOOL_COMMANDS} == set(TOOLS)
+
+
+def test_the_experiment_log_is_not_read_its_commands_ran_at_their_own_commit():
+    read = {path for path, _ in ((ROOT / where.split(":", 1)[0], None)
+                                 for _, where in TRAIN_COMMANDS + TOOL_COMMANDS)}
+    assert EXPERIMENTS and not set(EXPERIMENTS) & (set(PAGES) | read)

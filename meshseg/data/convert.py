@@ -55,7 +55,7 @@ def _one_thread_each() -> None:
     """Worker start-up: one BLAS / OpenMP thread per converter process. The processes
     already fill the cores; with the libraries' own threads on top, two processes took
     9.2-9.3 s per RNA mesh's HKS against 4.2-4.7 s with one thread each (2 cores,
-    2026-12-02, docs/results.md)."""
+    docs/experiments/2026-12-02-rna-feature-computation.md)."""
     threadpool_limits(1)
 
 

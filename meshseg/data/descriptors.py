@@ -101,7 +101,8 @@ def shifted_inverse(operator: scipy.sparse.csc_matrix) -> scipy.sparse.linalg.Li
     The sparse LU factorisation (SuperLU, `scipy.sparse.linalg.splu`) orders the columns by
     minimum degree on A^T + A with symmetric pivoting, which suits a symmetric Laplacian:
     on 15k-vertex RNA meshes its factors hold a quarter fewer entries than under eigsh's
-    own COLAMD ordering and a solve takes a third of the time (docs/performance.md).
+    own COLAMD ordering and a solve takes a third of the time
+    (docs/experiments/2026-12-04-rna-full-2000-steps.md).
 
     Args:
       operator: float64 [V, V] symmetric sparse matrix (CSC).

@@ -17,7 +17,7 @@ several. Measured on the complete RNA set (683 meshes): the principal variances 
 a factor of 1.29 or more for every mesh, the third moments along the first two axes are
 at least 0.088 sigma^3 for 99% of them, and 134 of the 136 test meshes come out within
 10 degrees of the frame of their nearest training mesh (median 0.9 degrees, at most 60;
-docs/results.md, "The principal frame").
+docs/results.md, "The complete set: near-copies and the principal frame").
 """
 
 import tensorflow as tf

@@ -157,10 +157,9 @@ class PhiloxDropout(keras.layers.Dropout):
     """`keras.layers.Dropout` whose mask is drawn by the Philox generator, named explicitly.
 
     Keras draws the mask with `tf.nn.experimental.stateless_dropout`, i.e.
-    `tf.random.stateless_uniform` with its default algorithm ("auto_select"). Under XLA on
-    CPU that took 1.17-1.35 s for a [30,720, 128] mask, against 28 ms for the same call with
-    `alg="philox"` (15-24 ms either way without XLA): 64% of the multi-scale network's
-    step under `jit=true` went to it (docs/performance.md). The layer, its seed generator
+    `tf.random.stateless_uniform` with its default algorithm ("auto_select"), which under
+    XLA on CPU is 40-50x slower than `alg="philox"`
+    (docs/experiments/2026-12-01-unet-under-xla-philox-dropout.md). The layer, its seed generator
     and its variables are Dropout's; only the generator differs, so masks differ from
     Keras' for the same seed, and are as reproducible.
 

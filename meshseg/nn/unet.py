@@ -99,11 +99,11 @@ class FeaStUNet(keras.Model):
     logits of its level-P ancestor, so the loss and every score are taken on the original
     vertices; P > 0 skips the decoder's finest levels (coarse regions such as RNA
     segments need less resolution than the mesh has). Carried back alone, level-P logits
-    give all children of a level-P vertex one class: on RNA test meshes, the best such
-    labelling (each level-1 vertex's majority class) scores 0.920, so boundaries need the
-    fine head: a narrow per-vertex layer on the mesh itself that adds a correction to the
-    carried-back logits from the vertex's own inputs and level-0 encoder features, at a
-    fraction of the full head's cost on the mesh (its output starts at zero).
+    give all children of a level-P vertex one class, which caps the accuracy at region
+    boundaries (docs/experiments/2026-12-05-head-on-level-1.md), so the fine head, a narrow
+    per-vertex layer on the mesh itself, adds a correction to the carried-back logits from
+    the vertex's own inputs and level-0 encoder features, at a fraction of the full head's
+    cost on the mesh (its output starts at zero).
 
     Inputs: the feature dict of `meshseg.batch`: "inputs" float32 [B, V, input_width],
     the adjacency of every level 0..L ("edges"/"edge_weights", or the neighbour table and
@@ -121,10 +121,8 @@ class FeaStUNet(keras.Model):
       conv_channels: channels of levels 0..L.
       hidden_channels: width of the classifier head's hidden 1x1 convolutions.
       hidden_layers: how many hidden 1x1 convolutions the head has (>= 1; 1 is the demo's
-        head). Per-vertex MLPs on rna_250's xyz + xyz_fourier + hks reached 0.667, 0.720
-        and 0.730 test accuracy after 4 epochs with one, two and three hidden layers of
-        256, but this network with three was no better than with one after 1100 steps
-        (docs/results.md).
+        head). Two suit the RNA presets
+        (docs/experiments/2026-12-01-fourier-features-and-head-depth.md).
       translation_invariant: tie v = -u in every graph convolution.
       convs_per_level: blocks per level in the encoder, and again in the decoder.
       dropout: rate of the dropout before the classifier (training only; 0: none).
@@ -136,11 +134,10 @@ class FeaStUNet(keras.Model):
       fine_head_channels: F', the width of the fine head that corrects the carried-back
         logits on the mesh (needs P > 0; 0: none, every child takes its ancestor's logits).
       fine_head_convs: residual FeaSt blocks of width F' on the mesh in the fine head
-        (0: none, a per-vertex head). Carried back, the head's features are one constant
-        per level-P vertex, so a per-vertex fine head cannot tell a vertex at the edge of
-        its ancestor's region from one in the middle; a graph convolution lets it compare
-        its own carried-back context with its 1-ring's, which may come from another
-        ancestor. Needs fine_head_channels > 0.
+        (0: none, a per-vertex head). A graph convolution lets a vertex compare its
+        carried-back context with its 1-ring's, which near a region's edge comes from
+        another ancestor (docs/experiments/2026-12-06-fine-head-convolution.md). Needs
+        fine_head_channels > 0.
       input_skip: also feed features["inputs"] (mean-pooled to level P) to the classifier
         head, a skip connection from the input to the head as in per-point segmentation
         heads (PointNet, Qi et al., CVPR 2017): the head then sees the per-vertex
@@ -151,7 +148,7 @@ class FeaStUNet(keras.Model):
         mesh's feature: W_g g is one [B, hidden_channels] product per mesh, added to each
         of its vertices, the same function as concatenating g to every vertex at no
         per-vertex cost. It lets the head's per-vertex map depend on which mesh it is
-        in (on rna_250, near-copies of one structure in one frame; docs/results.md).
+        in (docs/experiments/2026-11-30-unet-human-parts-and-rna-250.md).
       global_scale: also scale the first hidden layer's pre-activation per mesh and
         channel by 1 + W_s g, feature-wise linear modulation (FiLM, Perez et al., AAAI
         2018): with global_skip, relu((1 + W_s g) * (W_x x_i + b) + W_g g). W_s [C_L,

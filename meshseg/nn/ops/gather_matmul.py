@@ -104,9 +104,9 @@ def _sum_over_reverse_slots(per_slot, table: NeighborTable):
     """sum_{(i, k): neighbors[i, k] = j} per_slot[i, k] for every vertex j, [V, ...], for a
     `per_slot` [V, K, ...] that is 0 in the unused slots. With the table's slots paired
     (`meshseg.batch.reverse_slots`) that is a sum over j's own row of the reverse slots:
-    a gather and a sum over K, which XLA fuses into one pass. Without XLA that too beat
-    `tf.sparse.segment_sum` (the same sum in one kernel) on this CPU: the demo train step
-    0.98x in float32 and 0.94x in bfloat16, the RNA preset's 0.95x (docs/performance.md).
+    a gather and a sum over K, which XLA fuses into one pass; without XLA that too beat
+    `tf.sparse.segment_sum` on this CPU
+    (docs/experiments/2026-12-05-backward-sums-bias-gradient-reverse-slots.md).
     Else a scatter."""
     num_vertices = tf.shape(per_slot)[0]
     flat = tf.reshape(per_slot, tf.concat([[-1], tf.shape(per_slot)[2:]], axis=0))
@@ -176,11 +176,11 @@ def _aggregate(x, s_rows, t, neighbors, weights, xla: bool):
 def _combine(coef, x_neighbors, xla: bool):
     """z[r, m] = sum_k coef[r, k, m] x_neighbors[r, k], [R, W, C] of x_neighbors' dtype, for
     coef [R, K, W] (in the softmax dtype) and x_neighbors [R, K, C]: per row a [W, K] x
-    [K, C] product. TensorFlow runs it as a batched matmul. XLA's CPU dot for a batch of
-    products that contract over so few terms (K is about 7) took 2-6x as long as a
-    broadcast product summed over K, which XLA emits as one fused loop without the
-    [R, K, W, C] product (batch 8 x 10,242 vertices, C = 16 and 64; docs/performance.md),
-    so under XLA it is that, summed in coef's dtype (at least float32)."""
+    [K, C] product. TensorFlow runs it as a batched matmul. XLA's CPU dot is slow for
+    products that contract over so few terms (K is about 7), and a broadcast product
+    summed over K, which XLA emits as one fused loop, is 2-6x faster
+    (docs/experiments/2026-12-01-xla-sum-over-k.md), so under XLA it is that, summed in
+    coef's dtype (at least float32)."""
     if xla:
         products = coef[..., tf.newaxis] * tf.cast(x_neighbors, coef.dtype)[:, :, tf.newaxis, :]
         return tf.cast(tf.reduce_sum(products, axis=1), x_neighbors.dtype)

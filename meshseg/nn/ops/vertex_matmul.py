@@ -21,8 +21,7 @@ def vertex_matmul(x: tf.Tensor, w: tf.Tensor) -> tf.Tensor:
 
     Only the op of the weight gradient differs: dL/dw = x^T dy reduces over the N rows of
     a transposed [N, C] operand, and is computed as (dy^T x)^T, a [D, C] product
-    transposed. On this CPU (batch 8 x 10,242 vertices, W*C -> D of the demo's layers)
-    that took 13 / 29 / 100 ms against 17 / 42 / 131 ms for x^T dy (docs/performance.md).
+    transposed: 22-30% faster on this CPU (docs/experiments/2026-12-01-weight-gradient.md).
 
     The gradient's ops are named in the forward product's scope (the layer's), as
     TensorFlow's own gradients are, so a profile attributes them to the layer
@@ -48,9 +47,9 @@ def add_bias(y: tf.Tensor, bias: tf.Tensor) -> tf.Tensor:
 
     Only the op of the bias gradient differs: dL/dbias = sum over the N rows of dy, a
     column sum that TensorFlow's CPU `Sum` computes slowly for N >> D; it is computed as
-    the product of a row of N ones and dy ([1, N] x [N, D]). On this CPU (batch 8 x 10,242
-    vertices) that took 2.9 / 1.1 ms against 11.6 / 3.7 ms for D = 256 / 128, and the demo
-    train step 0.96x (docs/performance.md). The forward add stays a plain add, which
+    the product of a row of N ones and dy ([1, N] x [N, D]), 3-4x faster on this CPU
+    (docs/experiments/2026-12-05-backward-sums-bias-gradient-reverse-slots.md). The
+    forward add stays a plain add, which
     TensorFlow's graph optimizer fuses into the preceding matmul.
 
     Returns:
