@@ -44,7 +44,11 @@ training mesh closest to it in feature space (`NearestMeshTransfer`), vertex by 
 With `--features xyz` it is label transfer from a training mesh in the same coordinate
 frame, and it shows how much a split's test meshes are near-copies of training meshes
 (on `rna_250` most are: docs/results.md). `--meshes 5` takes each vertex's majority
-class over the 5 closest training meshes instead: the consensus of the near-copies.
+class over the 5 closest training meshes instead: the consensus of the near-copies. It
+also prints its scores on the test meshes that have no near-copy: the half farthest from
+their nearest training mesh (`novel_half`, the median distance stated);
+`--novel-split FILE` writes them as a split file, so a network is scored on the same
+meshes with `python -m meshseg.tools.predict RUN --test-split --split-file FILE`.
 
 A mistake ends with one line and its exit status (`meshseg.cli`): 2 for an override, option
 or path, 4 for a mesh or label file that is missing or invalid (named).
@@ -194,7 +198,9 @@ class NearestMeshTransfer:
     from the training mesh that lies closest in the same coordinate frame. With
     `meshes` k > 1 each test vertex takes the majority of the classes transferred from
     the k best meshes (a tie goes to the class of the best mesh among those tied): the
-    consensus of the near-copies rather than one of them.
+    consensus of the near-copies rather than one of them. After `predict`,
+    `last_distance` is that test mesh's distance to its nearest training mesh (the median
+    probe distance, in the features' units).
     """
 
     def __init__(self, probe: int = 1000, seed: int = 0, meshes: int = 1):
@@ -202,6 +208,7 @@ class NearestMeshTransfer:
         self.seed = seed
         self.num_meshes = meshes
         self.meshes = []
+        self.last_distance = None  # the last `predict`'s distance to its nearest mesh
 
     def fit(self, inputs: list[np.ndarray], classes: list[np.ndarray]) -> None:
         """inputs: float [V_i, C] per training mesh; classes: int [V_i] per training mesh."""
@@ -215,6 +222,7 @@ class NearestMeshTransfer:
         probe = mesh_inputs[rng.choice(len(mesh_inputs), min(self.probe, len(mesh_inputs)),
                                        replace=False)]
         distances = [float(np.median(tree.query(probe)[0])) for tree, _ in self.meshes]
+        self.last_distance = min(distances)
         transferred = []  # [V] classes from each of the best meshes, the best first
         for index in np.argsort(distances, kind="stable")[:self.num_meshes]:
             tree, mesh_classes = self.meshes[index]
@@ -274,9 +282,13 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
     fit_s = time.perf_counter() - fit_started
     num_classes = data.num_classes
     confusion = np.zeros([num_classes, num_classes], np.int64)
+    per_mesh, meshes_dir = [], data_root(data) / data.meshes
     for mesh_path, mesh_inputs, true in zip(pairs["test"][0], test_inputs, test_classes):
         predicted = model.predict(mesh_inputs).astype(np.int64)
         np.add.at(confusion, (true, predicted), 1)
+        per_mesh.append({"mesh": Path(mesh_path).relative_to(meshes_dir).as_posix(),
+                         "distance": getattr(model, "last_distance", None),
+                         "true": true, "predicted": predicted})
         if predictions_dir is not None:
             predictions_dir.mkdir(parents=True, exist_ok=True)
             np.savetxt(predictions_dir / f"{mesh_path.stem}.txt",
@@ -284,13 +296,39 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
     train_histogram = np.bincount(np.concatenate(train_classes), minlength=num_classes)
     start_tensorflow_quietly()
     from meshseg.train.evaluate import scores
-    return {"data": data.name, "root": str(data.root), "features": features,
+    novel = novel_half(per_mesh, num_classes, train_histogram) if classifier == "nearest_mesh" \
+        else None
+    return {"novel": novel, "data": data.name, "root": str(data.root), "features": features,
             "classifier": classifier, "meshes": meshes, "train_meshes": len(train_inputs),
             "test_meshes": len(test_inputs), "train_vertices": len(classes),
             "all_train_vertices": int(train_histogram.sum()),
             "test_vertices": int(confusion.sum()), "num_classes": num_classes,
             **scores(confusion, train_histogram), "descriptor_s": round(descriptor_s, 2),
             "fit_s": round(fit_s, 2), "wall_s": round(time.perf_counter() - started, 2)}
+
+
+def novel_half(per_mesh: list[dict], num_classes: int, train_histogram: np.ndarray) -> dict:
+    """The test meshes with no near-copy in training: the half farthest from their nearest
+    training mesh (`NearestMeshTransfer.last_distance`; distances above the median), and
+    the scores on them.
+
+    Args:
+      per_mesh: per test mesh, {"mesh": its split-file entry, "distance": float, "true":
+        int [V], "predicted": int [V]}.
+
+    Returns:
+      {"cut": the median distance, "meshes": the far half's split-file entries (in
+      test-split order), "accuracy", "mean_iou", "majority_baseline_accuracy" on them}.
+    """
+    from meshseg.train.evaluate import scores
+
+    cut = float(np.median([mesh["distance"] for mesh in per_mesh]))
+    far = [mesh for mesh in per_mesh if mesh["distance"] > cut]
+    confusion = np.zeros([num_classes, num_classes], np.int64)
+    for mesh in far:
+        np.add.at(confusion, (mesh["true"], mesh["predicted"]), 1)
+    return {"cut": cut, "meshes": [mesh["mesh"] for mesh in far],
+            **scores(confusion, train_histogram)}
 
 
 def markdown_row(result: dict, command_line: str) -> str:
@@ -335,6 +373,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="per-mesh descriptor cache (default: data.descriptor_cache)")
     parser.add_argument("--out", help="write the result as JSON to this file")
     parser.add_argument("--predictions", help="write <stem>.txt test predictions here")
+    parser.add_argument("--novel-split", metavar="FILE",
+                        help="nearest_mesh: write the far half of the test meshes (no near-copy "
+                             "in training) as a split file, for predict --test-split "
+                             "--split-file FILE")
     return parser
 
 
@@ -351,6 +393,11 @@ def main(argv=None) -> None:
             raise ConfigError(f"--out {args.out}: is a folder, not a file")
     if args.predictions:
         output_dir("--predictions", args.predictions)
+    if args.novel_split:
+        if args.classifier != "nearest_mesh":
+            raise ConfigError("--novel-split: only with --classifier nearest_mesh")
+        output_dir("--novel-split", args.novel_split,
+                   folder=os.path.dirname(args.novel_split) or ".")
     command_line = shlex.join(["python", "-m", "meshseg.tools.baseline",
                                *(sys.argv[1:] if argv is None else argv)])
     result = run_baseline(args.overrides, args.features, args.classifier,
@@ -364,6 +411,15 @@ def main(argv=None) -> None:
           f"{args.classifier} on {result['train_vertices']} training vertices, "
           f"{result['wall_s']:.0f} s)")
     print(markdown_row(result, command_line))
+    novel = result.pop("novel")
+    if novel is not None:
+        print(f"the {len(novel['meshes'])} test meshes farther than {novel['cut']:.4f} (the "
+              f"median) from their nearest training mesh: accuracy {novel['accuracy']:.4f}, "
+              f"mean IoU {novel['mean_iou']:.4f}")
+        if args.novel_split:
+            Path(args.novel_split).write_text("".join(f"{mesh}\n" for mesh in novel["meshes"]))
+            print(f"wrote {args.novel_split}")
+        result["novel"] = novel
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
 

@@ -14,7 +14,8 @@ Command line:
     python -m meshseg.tools.predict outputs/<run> my/mesh.off other.ply --out predictions \\
         [--labels-dir my/labels] [--picture] [--overwrite]
     python -m meshseg.tools.predict --pretrained rna my/molecule.ply   # a shipped model
-    python -m meshseg.tools.predict outputs/<run> --test-split [--eval-rotation so3]
+    python -m meshseg.tools.predict outputs/<run> --test-split [--eval-rotation so3] \\
+        [--split-file FILE]
 
 writes `<out>/<stem>.ply` (the mesh, vertices coloured by predicted class) and
 `<out>/<stem>.txt` (one predicted label per line, in the label files' convention: class
@@ -32,7 +33,7 @@ anything is written, and so are outputs already in `--out` unless `--overwrite` 
 evaluated on, as it evaluated them: `evaluate_test_split`) and prints the accuracy and mean
 IoU; `--eval-rotation so3` instead turns, moves and scales each test mesh *file* by a
 seeded motion and predicts it from the turned file through the whole input path
-(`evaluate_turned_test_files`): the figure a user with meshes in other orientations gets.
+(`evaluate_test_files`): the figure a user with meshes in other orientations gets.
 Under `data.frame=pca` each mesh is read in its canonical pose (`meshseg.data.pose`); a
 mesh whose frame is ambiguous is named in a warning line.
 
@@ -253,16 +254,20 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3) -> Dict:
             "meshes": meshes}
 
 
-def evaluate_turned_test_files(run_dir: str, seed: int = 0) -> Dict:
-    """Evaluates a run's model on its test meshes as a user would give them turned: each
-    test mesh *file* of the run's mesh folder is turned by a rotation uniform over SO(3),
-    moved and scaled (`meshseg.data.pose.turned`, drawn from `seed` and the file's
-    SHA-256), written as a binary PLY file, and predicted from that file through predict's
-    whole input path (`load_geometry`, then `mesh_inputs`: pose, features and hierarchy
-    derived from the turned file).
+def evaluate_test_files(run_dir: str, turn_seed: Optional[int] = 0,
+                        split_file: Optional[str] = None) -> Dict:
+    """Evaluates a run's model on its test mesh *files*, as a user gives them: each test
+    mesh file of the run's mesh folder is (with `turn_seed`) turned by a rotation uniform
+    over SO(3), moved and scaled (`meshseg.data.pose.turned`, drawn from the seed and the
+    file's SHA-256) and written as a binary PLY file, then predicted from that file through
+    predict's whole input path (`load_geometry`, then `mesh_inputs`: pose, features and
+    hierarchy derived from the file). `split_file` (entries relative to the run's
+    `data.root`/`data.meshes`, e.g. `meshseg.tools.baseline --novel-split`) replaces the
+    run's test split file.
 
     Returns:
-      the keys of `evaluate_test_split` (meshes empty).
+      the keys of `evaluate_test_split` (meshes empty), and predictions: {mesh path: int32
+      [V] predicted classes}.
 
     Raises:
       ConfigError: for a run whose data is not a mesh folder (its test meshes are records
@@ -279,29 +284,35 @@ def evaluate_turned_test_files(run_dir: str, seed: int = 0) -> Dict:
 
     config, settings = load_run_config(run_dir), input_settings(run_dir)
     if config.data.source != "mesh_folder":
-        raise ConfigError(f"--eval-rotation turns the run's test mesh files: the run in "
+        raise ConfigError(f"evaluating test mesh files needs a mesh-folder run: the run in "
                           f"{run_dir} read TFRecords (data.source={config.data.source})")
     config.data.root = str(data_root(config.data))
+    if split_file is not None:
+        config.data.test_split = os.path.abspath(split_file)
     mesh_paths, label_paths = split_pairs(mesh_folder(config.data))["test"]
     model = load_model(run_dir)
     confusion = np.zeros((settings.num_classes,) * 2, np.int64)
     boundary = BoundaryAccuracy()
+    predicted = {}
     with tempfile.TemporaryDirectory(prefix="meshseg-turned-") as folder:
         for mesh_path, label_path in zip(mesh_paths, label_paths):
-            original = load_geometry(mesh_path)
+            geometry = load_geometry(mesh_path)
             labels = load_label_file(label_path) + settings.label_offset
-            validate_labels(labels, len(original.vertices), settings.num_classes)
-            moved = turned(original.vertices + original.origin, seed, file_sha256(mesh_path))
-            path = os.path.join(folder, f"{Path(mesh_path).stem}.ply")
-            trimesh.Trimesh(moved, original.triangles, process=False).export(path)
-            geometry = load_geometry(path)
+            validate_labels(labels, len(geometry.vertices), settings.num_classes)
+            if turn_seed is not None:
+                moved = turned(geometry.vertices + geometry.origin, turn_seed,
+                               file_sha256(mesh_path))
+                path = os.path.join(folder, f"{Path(mesh_path).stem}.ply")
+                trimesh.Trimesh(moved, geometry.triangles, process=False).export(path)
+                geometry = load_geometry(path)
+                os.remove(path)
             predictions = predict_labels(model, geometry.vertices, geometry.triangles, settings)
+            predicted[str(mesh_path)] = predictions
             np.add.at(confusion, (labels, predictions), 1)
             edges, _ = mesh_edges(geometry.triangles, len(geometry.vertices))
             boundary.update_state(labels[None], predictions[None], edges[None])
-            os.remove(path)
     return {"accuracy": float(np.trace(confusion) / max(confusion.sum(), 1)),
-            "mean_iou": mean_iou(confusion), "confusion": confusion,
+            "mean_iou": mean_iou(confusion), "confusion": confusion, "predictions": predicted,
             "boundary": boundary.result(), "num_meshes": len(mesh_paths), "meshes": []}
 
 
@@ -500,9 +511,12 @@ def score_test_split(args: argparse.Namespace) -> None:
     input_settings(run_dir)
     start_tensorflow_quietly()
     rotated = args.eval_rotation == "so3"
-    result = (evaluate_turned_test_files(run_dir, seed=0) if rotated
-              else evaluate_test_split(run_dir, keep_meshes=0))
+    if args.split_file:
+        existing_file("--split-file", args.split_file)
+    result = (evaluate_test_files(run_dir, 0 if rotated else None, args.split_file)
+              if rotated or args.split_file else evaluate_test_split(run_dir, keep_meshes=0))
     print(f"{run_dir}: test split ({result['num_meshes']} meshes"
+          f"{' of ' + args.split_file if args.split_file else ''}"
           f"{', each mesh file turned, moved and scaled at random (seed 0)' if rotated else ''}"
           f"): accuracy {result['accuracy']:.4f}, mean IoU {result['mean_iou']:.4f}")
     from meshseg.train.metrics import iou_by_frequency
@@ -534,6 +548,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--eval-rotation", choices=("none", "so3"), default="none",
                         help="with --test-split: turn, move and scale each test mesh file "
                              "(seeded) and predict it from the turned file (data.eval_rotation)")
+    parser.add_argument("--split-file", metavar="FILE",
+                        help="with --test-split: score the run's mesh files listed in FILE "
+                             "instead of its test records (entries as in its test.txt)")
     parser.add_argument("--pretrained", metavar="NAME",
                         help=f"a model shipped with meshseg instead of a run directory: "
                              f"{', '.join(pretrained_names()) or 'none'}")
@@ -551,8 +568,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     if args.test_split:
         score_test_split(args)
         return
-    if args.eval_rotation != "none":
-        raise ConfigError("--eval-rotation: only with --test-split")
+    if args.eval_rotation != "none" or args.split_file:
+        raise ConfigError("--eval-rotation and --split-file: only with --test-split")
     if args.pretrained:
         run_dir, meshes = pretrained_run_dir(args.pretrained), args.paths
         if not meshes:

@@ -114,54 +114,50 @@ def test_a_run_with_validation_scores_the_test_split_only_when_its_command_asks(
         assert summary.eval_accuracy is None and summary.eval_mean_iou is None
 
 
-def _evaluation_batches(files, rotation_seed):
+def test_eval_rotation_converts_turned_moved_and_scaled_evaluation_meshes(mesh_folder, tmp_path):
+    """data.eval_rotation=so3 turns each validation and test mesh file's mesh before the
+    converter derives anything (normals and HKS of the turned mesh), one motion per mesh,
+    the same in every conversion; training meshes stay as they are."""
+    def splits(turn_seed, cache):
+        source = MeshFolder(str(mesh_folder), "meshes", "labels", 6, features=("normals", "hks"),
+                            validation=2, eval_turn_seed=turn_seed)
+        shards = prepare_mesh_folder(source, tmp_path / cache)
+        return {split: list(read_meshes_np(shards[split])) for split in
+                ("train", "validation", "test")}
+
+    upright, turned, again = splits(None, "a"), splits(7, "b"), splits(7, "c")
+    for plain, moved in zip(upright["train"], turned["train"]):
+        np.testing.assert_array_equal(plain["vertices"], moved["vertices"])
+    motions = []
+    for split in ("validation", "test"):
+        for plain, moved, repeat in zip(upright[split], turned[split], again[split]):
+            np.testing.assert_array_equal(moved["vertices"], repeat["vertices"])
+            np.testing.assert_array_equal(plain["labels"], moved["labels"])
+            # moved = s p R^T + t: fit the affine map by least squares, then split it
+            p = np.c_[plain["vertices"], np.ones(len(plain["vertices"]))]
+            affine = np.linalg.lstsq(p, moved["vertices"], rcond=None)[0]
+            linear = affine[:3].T
+            scale = np.cbrt(np.linalg.det(linear))
+            rotation = linear / scale
+            np.testing.assert_allclose(rotation @ rotation.T, np.eye(3), atol=1e-4)
+            np.testing.assert_allclose(moved["normals"], plain["normals"] @ rotation.T,
+                                       atol=1e-4)
+            np.testing.assert_allclose(moved["hks"], plain["hks"], atol=1e-3)
+            assert not np.allclose(rotation, np.eye(3), atol=1e-2)
+            motions.append(rotation)
+    assert not np.allclose(motions[0], motions[1], atol=1e-2)  # one per mesh
+
+
+def read_meshes_np(files) -> list:
+    """The meshes of converted shards as NumPy dicts: vertices as stored (no centring or
+    scaling), labels, and the stored normals and HKS."""
     inputs = MeshInputs.of(DataConfig(name="t", source="tfrecords", num_classes=6,
-                                      features=["xyz", "normals", "hks"]))
-    return list(make_dataset(files, batch_size=1, training=False, inputs=inputs,
-                             rotation_seed=rotation_seed))
-
-
-def test_eval_rotation_turns_positions_and_normals_together_and_leaves_hks(
-        mesh_folder, tmp_path):
-    source = MeshFolder(str(mesh_folder), "meshes", "labels", 6, features=("normals", "hks"))
-    files = prepare_mesh_folder(source, tmp_path / "cache")["test"]
-    upright = _evaluation_batches(files, None)
-    turned = _evaluation_batches(files, rotation_seed=7)
-    again = _evaluation_batches(files, rotation_seed=7)
-    rotations = []
-    for (plain, labels), (rotated, rotated_labels), (repeat, _) in zip(upright, turned, again):
-        np.testing.assert_array_equal(labels, rotated_labels)
-        p, q = plain["inputs"][0].numpy(), rotated["inputs"][0].numpy()
-        # the rotation R that maps the positions: q = p R^T, by least squares
-        rotation = np.linalg.lstsq(p[:, 0:3], q[:, 0:3], rcond=None)[0].T
-        np.testing.assert_allclose(rotation @ rotation.T, np.eye(3), atol=1e-4)
-        assert np.linalg.det(rotation) == pytest.approx(1.0, abs=1e-4)
-        np.testing.assert_allclose(q[:, 3:6], p[:, 3:6] @ rotation.T, atol=1e-4)  # normals
-        np.testing.assert_array_equal(q[:, 6:], p[:, 6:])  # hks: intrinsic, unchanged
-        np.testing.assert_array_equal(repeat["inputs"], rotated["inputs"])  # every pass
-        assert not np.allclose(rotation, np.eye(3), atol=1e-2)
-        rotations.append(rotation)
-    assert not np.allclose(rotations[0], rotations[1], atol=1e-2)  # one per mesh
-
-
-def test_an_hks_only_unet_scores_a_turned_mesh_as_it_scores_it_upright(mesh_folder, tmp_path):
-    """experiment=rna_full_hks's claim: the HKS, the hierarchy and FeaStNet's v = -u
-    convolutions of it do not change when a mesh turns, so neither do the logits."""
-    source = MeshFolder(str(mesh_folder), "meshes", "labels", 6, features=("hks",), levels=2)
-    files = prepare_mesh_folder(source, tmp_path / "cache")["test"]
-    inputs = MeshInputs.of(DataConfig(name="t", source="tfrecords", num_classes=6,
-                                      features=["hks"], levels=2))
-    upright, turned = (list(make_dataset(files, batch_size=1, training=False, inputs=inputs,
-                                         rotation_seed=seed)) for seed in (None, 7))
-    net = FeaStUNet(num_classes=6, impl="gather_matmul", num_weight_matrices=3,
-                    input_channels=8, conv_channels=(8, 12, 16), hidden_channels=16,
-                    convs_per_level=1, input_width=16, input_skip=True, global_skip=True,
-                    global_scale=True)
-    for (plain, _), (rotated, _) in zip(upright, turned):
-        assert not np.allclose(plain["vertices"], rotated["vertices"], atol=1e-2)
-        logits = net(plain).numpy()
-        np.testing.assert_allclose(net(rotated).numpy(), logits,
-                                   atol=1e-5 * np.abs(logits).max())
+                                      features=["xyz", "normals", "hks"], center="none",
+                                      scale="none"))
+    for features, labels in make_dataset(files, batch_size=1, training=False, inputs=inputs):
+        values = features["inputs"][0].numpy()
+        yield {"vertices": values[:, :3], "normals": values[:, 3:6], "hks": values[:, 6:],
+               "labels": labels[0].numpy()}
 
 
 def test_eval_rotation_accepts_none_and_so3_only(tiny_dataset, tmp_path):

@@ -171,43 +171,36 @@ def test_test_split_evaluation_equals_the_runs_eval_accuracy(trained_run, tiny_d
     assert split["interior_accuracy"] == pytest.approx(summary.eval_interior_accuracy, abs=1e-9)
 
 
-def test_the_test_split_is_scored_from_the_command_line_upright_and_rotated(trained_run, capsys,
-                                                                           monkeypatch):
-    import meshseg.data.pipeline
+def test_the_test_split_is_scored_from_the_command_line(trained_run, capsys):
+    result = evaluate_test_split(str(trained_run), keep_meshes=0)
+    main([str(trained_run), "--test-split"])
+    scored, by_frequency, boundary = capsys.readouterr().out.strip().split("\n")
+    assert scored == (f"{trained_run}: test split (2 meshes): accuracy {result['accuracy']:.4f}, "
+                      f"mean IoU {result['mean_iou']:.4f}")
+    assert by_frequency.startswith("mean IoU of the classes by test vertex count, rarest "
+                                   "quarter first: ")
+    assert by_frequency.count(" classes of ") == 4  # 6 classes in 4 groups
+    split = result["boundary"]
+    assert boundary == (
+        f"label boundaries (a 1-ring neighbour of another class): "
+        f"{split['boundary_fraction']:.1%} of the test vertices, accuracy "
+        f"{split['boundary_accuracy']:.4f} there and {split['interior_accuracy']:.4f} "
+        f"elsewhere; {split['boundary_error_fraction']:.1%} of the errors")
 
-    seeds = []  # the pipeline's rotation (tests/data: positions and normals turn together)
-    original = meshseg.data.pipeline.make_dataset
-    monkeypatch.setattr(meshseg.data.pipeline, "make_dataset", lambda *args, **kwargs: (
-        seeds.append(kwargs["rotation_seed"]), original(*args, **kwargs))[1])
-    upright = evaluate_test_split(str(trained_run), keep_meshes=0)
-    rotated = evaluate_test_split(str(trained_run), keep_meshes=0, rotation_seed=0)
-    assert seeds == [None, 0]
-    assert rotated["confusion"].sum() == upright["confusion"].sum()
-    assert rotated["meshes"] == []
-    for options, result, turned in (([], upright, ""),
-                                     (["--eval-rotation", "so3"], rotated,
-                                      ", each turned by a random rotation (seed 0)")):
-        main([str(trained_run), "--test-split", *options])
-        scored, by_frequency, boundary = capsys.readouterr().out.strip().split("\n")
-        assert scored == (
-            f"{trained_run}: test split (2 meshes{turned}): accuracy {result['accuracy']:.4f}, "
-            f"mean IoU {result['mean_iou']:.4f}")
-        assert by_frequency.startswith("mean IoU of the classes by test vertex count, rarest "
-                                       "quarter first: ")
-        assert by_frequency.count(" classes of ") == 4  # 6 classes in 4 groups
-        split = result["boundary"]
-        assert boundary == (
-            f"label boundaries (a 1-ring neighbour of another class): "
-            f"{split['boundary_fraction']:.1%} of the test vertices, accuracy "
-            f"{split['boundary_accuracy']:.4f} there and {split['interior_accuracy']:.4f} "
-            f"elsewhere; {split['boundary_error_fraction']:.1%} of the errors")
+
+def test_turned_test_files_need_a_mesh_folder_run(trained_run, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(trained_run), "--test-split", "--eval-rotation", "so3"])
+    assert exit_info.value.code == 2
+    assert "evaluating test mesh files needs a mesh-folder run" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("arguments, message", [
     (["--test-split"], "--test-split takes a run directory"),
     (["RUN", "mesh.ply", "--test-split"], "--test-split takes a run directory"),
     (["RUN", "--test-split", "--picture"], "leave out --labels-dir"),
-    (["RUN", "MESH", "--eval-rotation", "so3"], "--eval-rotation: only with --test-split"),
+    (["RUN", "MESH", "--eval-rotation", "so3"], "--eval-rotation and --split-file: only with"),
+    (["RUN", "MESH", "--split-file", "MESH"], "--eval-rotation and --split-file: only with"),
 ])
 def test_test_split_options_that_do_not_fit_are_refused(trained_run, test_mesh_files, arguments,
                                                         message, capsys):
