@@ -140,3 +140,32 @@ def test_run_hparams_take_settings_from_the_config_and_the_impl_from_the_summary
         "conv_channels": "8,8,16", "hidden_channels": 16, "hidden_layers": 1,
         "input_skip": False, "global_skip": False, "global_scale": False, "dropout": 0.0,
         "data": "tfrecords", "features": "xyz", "steps": 3}
+
+
+def _record(name, validation, test):
+    return {"run_dir": f"/sweep/{name}", "validation_accuracy": validation, "accuracy": test}
+
+
+def test_runs_with_a_validation_split_are_ranked_by_it_never_by_test():
+    from meshseg.tools.report import rank_records
+
+    records = [_record("a", 0.70, 0.95), _record("b", 0.80, 0.60), _record("c", None, 0.99)]
+    ranked, ranking = rank_records(records)
+    assert [r["run_dir"][-1] for r in ranked] == ["b", "a", "c"]
+    assert ranking == "Runs ranked by validation accuracy, best first."
+
+
+def test_runs_without_a_validation_split_are_ranked_by_test_and_the_line_says_so():
+    from meshseg.tools.report import rank_records
+
+    ranked, ranking = rank_records([_record("a", None, 0.5), _record("b", None, 0.7),
+                                    _record("c", None, None)])
+    assert [r["run_dir"][-1] for r in ranked] == ["b", "a", "c"]
+    assert ranking.startswith("Runs ranked by TEST accuracy")
+
+
+def test_the_table_names_the_validation_and_test_columns(sweep, capsys):
+    main([str(sweep)])
+    printed = capsys.readouterr().out
+    assert "| validation accuracy | validation mIoU | test accuracy | test mIoU |" in printed
+    assert "Runs ranked by TEST accuracy" in printed  # the tiny runs hold out no validation
