@@ -32,6 +32,7 @@ from typing import Dict, List, Optional, Sequence
 
 from meshseg.cli import command, output_dir
 from meshseg.console import start_tensorflow_quietly
+from meshseg.tools.device_memory import DeviceMemory, gpu_memory
 
 # Partition-graph nodes that are plumbing, not ops of the step.
 PLUMBING = frozenset({"_Arg", "_Retval", "_Send", "_Recv", "_HostSend", "_HostRecv", "NoOp"})
@@ -131,13 +132,13 @@ def host_check(impl: str, sizes: Dict) -> Dict:
                 no_gpu_kernel_types=", ".join(m.op_type for m in missing))
 
 
-def benchmark(impls: Sequence[str], sizes: Dict, smoke: bool, timeout: float) -> List[Dict]:
+def benchmark(impls: Sequence[str], sizes: Dict, smoke: bool, timeout: float,
+              memory: Optional[DeviceMemory] = None) -> List[Dict]:
     """Train-mode rows of `meshseg.tools.bench` for impls x jit (false, true): each in its
-    own process (`bench._run_worker`), or with `smoke` in this one."""
+    own process (`bench._run_worker`), or with `smoke` in this one (with this process'
+    GPU `memory`, if any)."""
     from meshseg.tools import bench, bench_report, bench_worker
-    from meshseg.tools.device_memory import gpu_memory
 
-    memory = gpu_memory() if smoke else None
     rows = []
     for impl in impls:
         for jit in (False, True):
@@ -194,8 +195,8 @@ def markdown(device: List[str], checks: Dict[str, Dict], rows: List[Dict], train
                                    if smoke else "")
     lines = [f"## {title}", "", *device, "",
              f"Train step of the demo network, batch {sizes['batch_size']} x "
-             f"{sizes['num_vertices']:,} vertices, {sizes['num_layers']} graph convolutions, "
-             f"median of {sizes['repeats']} steps after {sizes['warmup']} warm-up steps.", "",
+             f"{sizes['num_vertices']:,} vertices, graph convolutions: {sizes['num_layers']}, "
+             f"timed steps: {sizes['repeats']} (median) after {sizes['warmup']} warm-up.", "",
              "| impl | jit | ops | no GPU kernel | ops on host | host-GPU copies | step ms "
              "| compile s | GPU alloc peak MiB | GPU driver peak MiB | RSS increase MiB "
              "| error |",
@@ -244,7 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--train_overrides", nargs="*", default=[],
                         help="train.py overrides added to the default run's")
     parser.add_argument("--timeout", type=float, default=300,
-                        help="seconds per benchmark variant, and for the training")
+                        help="seconds per benchmark variant")
+    parser.add_argument("--train_timeout", type=float, default=900,
+                        help="seconds for the training, the data's first conversion included")
     return parser
 
 
@@ -257,10 +260,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     output_dir("--out", args.out)
     start_tensorflow_quietly()
     from meshseg.nn.ops import IMPLEMENTATIONS
-    from meshseg.tools.device_memory import gpu_memory
 
+    import tensorflow as tf
+
+    tf.get_logger().setLevel("ERROR")  # one retracing warning per model built, expected
     sizes = SMOKE if args.smoke else FULL
-    gpu_memory()  # memory growth on, before the first op
+    memory = gpu_memory()  # memory growth on, before the first op
     device = device_lines()
     checks = {}
     for impl in IMPLEMENTATIONS:
@@ -270,14 +275,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         except Exception as exc:  # in the table, not raised: the other checks still run
             checks[impl] = {"no_gpu_kernel_types": f"{type(exc).__name__}: {exc}"}
     print("benchmark", file=sys.stderr, flush=True)
-    rows = benchmark(list(IMPLEMENTATIONS), sizes, args.smoke, args.timeout)
+    rows = benchmark(list(IMPLEMENTATIONS), sizes, args.smoke, args.timeout, memory)
     print(f"training {sizes['train_steps']} steps", file=sys.stderr, flush=True)
     overrides = args.train_overrides
     if args.smoke:
         overrides = [*SMOKE_TRAIN_OVERRIDES,
                      f"data.cache_dir={os.path.abspath(os.path.join(args.out, 'data_cache'))}",
                      *overrides]
-    train = train_default_run(sizes["train_steps"], args.out, overrides, args.timeout)
+    train = train_default_run(sizes["train_steps"], args.out, overrides, args.train_timeout)
     report = markdown(device, checks, rows, train, sizes, args.smoke)
     print(report)
     with open(os.path.join(args.out, "gpu_check.md"), "w") as f:
