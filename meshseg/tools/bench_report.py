@@ -6,7 +6,10 @@ inter_op_threads: 0 is TensorFlow's default), the worker's measurements (step_ms
 step_ms_min, step_ms_max in ms; compile_s in s; peak_rss_mib, step_peak_increase_mib,
 rss_before_mib in MiB; gflop and gbyte, the step's work, `meshseg.tools.roofline`) or its
 `error`, and the columns added here. The peak RSS increases are measured from a reset of
-the process' peak (see `meshseg.tools.bench_worker.measure`).
+the process' peak (see `meshseg.tools.bench_worker.measure`). With a GPU, a row also has
+its allocator's and its driver's (NVML) peak device memory over the same span
+(gpu_alloc_peak_mib, gpu_nvml_peak_mib; `meshseg.tools.device_memory`); the table, CSV
+and JSON have those columns only when some row has them, so a CPU's output is as before.
 """
 
 import csv
@@ -35,10 +38,13 @@ COLUMNS = [
     ("pct_roofline", "%roofline", "{:.1f}"),
     ("peak_rss_mib", "peak_rss_mib", "{:.0f}"),
     ("step_peak_increase_mib", "step_peak_inc_mib", "{:.0f}"),
+    ("gpu_alloc_peak_mib", "gpu_alloc_peak_mib", "{:.0f}"),
+    ("gpu_nvml_peak_mib", "gpu_nvml_peak_mib", "{:.0f}"),
     ("speedup", "speedup", "{:.2f}x"), ("speedup_vs_nojit_ref", "vs_ref_nojit", "{:.2f}x"),
     ("memory_ratio", "mem_ratio", "{:.2f}"), ("error", "error", "{}"),
 ]
 TEXT_COLUMNS = ("model", "precision", "impl", "jit", "mode", "error")
+GPU_COLUMNS = ("gpu_alloc_peak_mib", "gpu_nvml_peak_mib")  # only with a GPU
 EXTRA_CSV_COLUMNS = ["gflop", "gbyte", "num_edges", "rss_before_mib", "peak_reset"]
 SIZE_KEYS = ("model", "precision", "num_vertices", "batch_size", "num_layers", "mode",
              "threads", "inter_op_threads")
@@ -54,8 +60,8 @@ def add_derived_columns(rows: List[Dict], peaks: Dict[str, Dict]) -> List[Dict]:
     speedup = reference step_ms / step_ms with the reference at the same model, precision,
     jit, size, layers and mode; speedup_vs_nojit_ref the same against the reference with
     jit=false;
-    memory_ratio = step_peak_increase_mib / the reference's at the same jit (lower is
-    better). A value is None where either side failed.
+    memory_ratio = `memory_key(row)` / the reference's at the same jit (lower is better). A
+    value is None where either side failed.
     """
     def find(impl, jit, row):
         for other in rows:
@@ -77,9 +83,28 @@ def add_derived_columns(rows: List[Dict], peaks: Dict[str, Dict]) -> List[Dict]:
         nojit = find(REFERENCE_IMPL, False, row) if ok else None
         row["speedup"] = same["step_ms"] / row["step_ms"] if same else None
         row["speedup_vs_nojit_ref"] = nojit["step_ms"] / row["step_ms"] if nojit else None
-        mine, theirs = row.get("step_peak_increase_mib"), same and same.get("step_peak_increase_mib")
+        key = memory_key(row)
+        mine, theirs = row.get(key), same and same.get(key)
         row["memory_ratio"] = mine / theirs if mine is not None and theirs else None
     return rows
+
+
+def memory_key(row: Dict) -> str:
+    """The row's step memory: its GPU allocator's peak where measured, else its peak RSS
+    increase (a CPU)."""
+    return "gpu_alloc_peak_mib" if row.get("gpu_alloc_peak_mib") is not None else \
+        "step_peak_increase_mib"
+
+
+def present_columns(rows: Sequence[Dict]) -> List[tuple]:
+    """`COLUMNS` without the GPU ones when no row has a GPU figure, and without error when
+    no row failed."""
+    def shown(key):
+        if key in GPU_COLUMNS:
+            return any(r.get(key) is not None for r in rows)
+        return key != "error" or any("error" in r for r in rows)
+
+    return [column for column in COLUMNS if shown(column[0])]
 
 
 def _cell(row: Dict, key: str, fmt: str) -> str:
@@ -106,7 +131,7 @@ def format_table(rows: List[Dict], sort: Optional[str] = None) -> str:
     """Plain aligned text, one line per row; `sort` is a column key or header."""
     if sort:
         rows = sorted(rows, key=_sort_key(sort))
-    columns = [(k, h, f) for k, h, f in COLUMNS if k != "error" or any("error" in r for r in rows)]
+    columns = present_columns(rows)
     cells = [[h for _, h, _ in columns]] + [[_cell(r, k, f) for k, _, f in columns] for r in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(columns))]
     left = [k in TEXT_COLUMNS for k, _, _ in columns]
@@ -140,7 +165,8 @@ def metadata(args, peaks: Dict[str, Dict]) -> Dict:
 def write_results(rows: List[Dict], meta: Dict, out_dir: str) -> List[str]:
     """Writes bench.csv, bench.json and bench.png under `out_dir`; returns the paths."""
     os.makedirs(out_dir, exist_ok=True)
-    keys = [k for k, _, _ in COLUMNS] + EXTRA_CSV_COLUMNS
+    keys = [k for k, _, _ in COLUMNS
+            if k not in GPU_COLUMNS or any(r.get(k) is not None for r in rows)] + EXTRA_CSV_COLUMNS
     csv_path = os.path.join(out_dir, "bench.csv")
     with open(csv_path, "w", newline="") as f:
         for name, value in meta.items():
@@ -158,7 +184,8 @@ def write_results(rows: List[Dict], meta: Dict, out_dir: str) -> List[str]:
 
 
 def bench_figure(rows: Sequence[Dict]) -> Figure:
-    """Bar charts of median step time (ms, log scale) and step peak memory (MiB), one bar
+    """Bar charts of median step time (ms, log scale) and step peak memory (MiB: the GPU
+    allocator's peak where measured, else the peak RSS increase), one bar
     per row, each labelled with its value. The time axis starts at half the fastest
     step, so every bar shows; the legend names the implementations that ran and the XLA
     hatching only when some row ran under XLA. Drawn on `matplotlib.figure.Figure` (the
@@ -174,9 +201,11 @@ def bench_figure(rows: Sequence[Dict]) -> Figure:
               for r in rows]
     fig = Figure(figsize=(max(6, 1.1 * len(rows)), 8))
     axes = fig.subplots(2, 1, sharex=True)
+    gpu = any(r.get("gpu_alloc_peak_mib") is not None for r in rows)
+    memory = (("gpu_alloc_peak_mib", "GPU allocator peak [MiB]") if gpu
+              else ("step_peak_increase_mib", "step peak RSS increase [MiB]"))
     for ax, key, ylabel, unit in [(axes[0], "step_ms", "median step time [ms]", "ms"),
-                                  (axes[1], "step_peak_increase_mib",
-                                   "step peak RSS increase [MiB]", "MiB")]:
+                                  (axes[1], *memory, "MiB")]:
         for x, row in enumerate(rows):
             value = row.get(key)
             if value is None:

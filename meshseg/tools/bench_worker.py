@@ -15,7 +15,9 @@ import json
 import re
 import sys
 import time
-from typing import Dict
+from typing import Dict, Optional
+
+from meshseg.tools.device_memory import DeviceMemory, gpu_memory
 
 ICOSPHERE_SIZES = {10 * 4 ** s + 2: s for s in range(9)}  # num_vertices -> subdivisions
 MIB = 2 ** 20
@@ -141,9 +143,12 @@ def model_and_batch(config: Dict):
     return model, features, labels
 
 
-def measure(config: Dict) -> Dict:
+def measure(config: Dict, memory: Optional[DeviceMemory] = None) -> Dict:
     """Runs one configuration in this process; returns its timings (ms, s), memory (MiB),
     shape (V, E of the finest level) and work (GFLOP, GB: `meshseg.tools.roofline`).
+    With a GPU's `memory` (`meshseg.tools.device_memory`), also its allocator's and its
+    driver's peak over the same span as the RSS increase ("gpu_alloc_peak_mib",
+    "gpu_nvml_peak_mib"); without (a CPU), no GPU keys.
 
     The model's variables are created without a pass over data, so the process peak before
     the first step is that of TensorFlow and the inputs, not of an eager pass (the work is
@@ -164,6 +169,8 @@ def measure(config: Dict) -> Dict:
     pre_step_peak = peak_rss_mib()
     rss_before = _rss_mib()
     peak_reset = _reset_peak_rss()
+    if memory is not None:
+        memory.reset()
     start = time.perf_counter()
     step(features, labels).numpy()
     compile_s = time.perf_counter() - start
@@ -175,6 +182,7 @@ def measure(config: Dict) -> Dict:
         step(features, labels).numpy()
         times_ms.append(1e3 * (time.perf_counter() - start))
     step_peak = peak_rss_mib()
+    device_peaks = memory.peaks_mib() if memory is not None else {}
     work = step_work(model, features, config["mode"])  # after the peaks: an eager pass
     return dict(
         step_ms=float(np.median(times_ms)), step_ms_min=min(times_ms), step_ms_max=max(times_ms),
@@ -183,7 +191,7 @@ def measure(config: Dict) -> Dict:
         step_peak_increase_mib=step_peak - rss_before if peak_reset else None,
         batch_vertices=int(features["vertices"].shape[1]),
         num_edges=int(features["edges"].shape[1]), gflop=work.flops / 1e9,
-        gbyte=work.bytes / 1e9, peak_reset=peak_reset)
+        gbyte=work.bytes / 1e9, peak_reset=peak_reset, **device_peaks)
 
 
 def measure_matmul_peak(size: int, precision: str = "float32", repeats: int = 5) -> float:
@@ -228,19 +236,21 @@ def first_line(exc: Exception) -> str:
 
 
 def run_job(job: Dict, result_path: str) -> None:
-    """Sets the job's threads, measures it (kind "peaks": `measure_matmul_peak` in the
-    job's precision and `measure_bandwidth`; otherwise `measure`) and writes the result,
-    or its error's first line, as JSON."""
+    """Sets the job's threads (and a GPU's memory growth), measures it (kind "peaks":
+    `measure_matmul_peak` in the job's precision and `measure_bandwidth`; otherwise
+    `measure`, with the GPU's memory figures when there is one) and writes the result, or
+    its error's first line, as JSON."""
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(job.get("threads", 0))
     tf.config.threading.set_inter_op_parallelism_threads(job.get("inter_op_threads", 0))
+    memory = gpu_memory()
     try:
         if job["kind"] == "peaks":
             result = {"gflops": measure_matmul_peak(job["size"], job["precision"]),
                       "bandwidth_gbs": measure_bandwidth()}
         else:
-            result = measure(job)
+            result = measure(job, memory)
     except Exception as exc:  # reported as the row's error, never raised to the parent
         result = {"error": first_line(exc)}
     with open(result_path, "w") as f:

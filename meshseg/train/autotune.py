@@ -1,14 +1,22 @@
-"""`impl=auto`: time the candidate implementations on the first batch and keep the fastest."""
+"""`impl=auto`: time the candidate implementations on the first batch and keep the fastest.
+
+On a GPU without XLA, a candidate whose step has an op without a GPU kernel (one that would
+copy its tensors to the host and back every step; `meshseg.train.gpu_kernels`) is not
+timed and never chosen. Under XLA the whole step is one compiled cluster on the device.
+"""
 
 import json
 import logging
 import os
-from typing import Dict, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import keras
 import tensorflow as tf
 
+from meshseg.errors import ConfigError
 from meshseg.nn.networks import build_network
+from meshseg.train.gpu_kernels import (Missing, crossing_ops, ops_without_gpu_kernel,
+                                       step_graph_def)
 from meshseg.train.step import TrainStep, median_step_ms
 
 log = logging.getLogger(__name__)
@@ -30,15 +38,29 @@ def cache_key(features: Dict[str, tf.Tensor], jit: bool, model_kwargs: Dict) -> 
     return f"{shapes}|jit={jit}|{device_name()}|tf{tf.__version__}|{sizes}"
 
 
+def host_crossings(step: TrainStep, features, labels) -> List[Missing]:
+    """The ops of `step`'s graph for this batch that would run on the host of a GPU
+    (`meshseg.train.gpu_kernels.crossing_ops`); traces the step, does not run it."""
+    return crossing_ops(ops_without_gpu_kernel(step_graph_def(step, features, labels)))
+
+
 def time_step(impl: str, features, labels, jit: bool, num_classes: int, model_kwargs: Dict,
-              steps: int) -> float:
+              steps: int, on_gpu: bool = False) -> Optional[float]:
     """Median wall time (ms) of `steps` train steps of a fresh model after one warm-up step.
 
     The model is the network `model_kwargs` (the `model` group as a dict) names
-    (`meshseg.nn.networks.build_network`), for the width of the batch's "inputs"."""
+    (`meshseg.nn.networks.build_network`), for the width of the batch's "inputs". With
+    `on_gpu` and without `jit`, None (and a log line naming the ops) when the step has an
+    op that would run on the host (`host_crossings`)."""
     model = build_network(num_classes, impl, model_kwargs,
                           input_width=int(features["inputs"].shape[-1]), xla=jit)
     step = TrainStep(model, keras.optimizers.Adam(1e-3), jit, tf.distribute.get_strategy())
+    if on_gpu and not jit:
+        crossings = host_crossings(step, features, labels)
+        if crossings:
+            log.info("impl=auto skips %s on the GPU: its step runs %s on the host", impl,
+                     ", ".join(f"{m.op_type}({', '.join(m.dtypes)})" for m in crossings))
+            return None
     float(step(features, labels)[0])  # trace, compile, warm up
     return median_step_ms(step, [(features, labels)] * steps)
 
@@ -47,8 +69,12 @@ def choose_impl(features, labels, jit: bool, num_classes: int, model_kwargs: Dic
                 candidates: Sequence[str], steps: int, cache_file: str) -> str:
     """The fastest of `candidates` for this batch shape, from `cache_file` or measured now.
 
-    Measurements are stored in `cache_file` (JSON: key -> {impl: median ms}) so a later run
-    with the same shapes, jit, device and model sizes reuses them.
+    Measurements are stored in `cache_file` (JSON: key -> {impl: median ms, or null for
+    one whose step would cross to a GPU's host}) so a later run with the same shapes, jit,
+    device and model sizes reuses them.
+
+    Raises:
+      ConfigError: on a GPU, when every candidate's step would cross to the host.
     """
     key = cache_key(features, jit, model_kwargs)
     cache = {}
@@ -61,17 +87,23 @@ def choose_impl(features, labels, jit: bool, num_classes: int, model_kwargs: Dic
     else:
         for impl in candidates:
             if impl not in timings:
-                timings[impl] = time_step(impl, features, labels, jit, num_classes, model_kwargs, steps)
+                timings[impl] = time_step(impl, features, labels, jit, num_classes,
+                                          model_kwargs, steps, device_name() != "cpu")
         cache[key] = timings
         os.makedirs(os.path.dirname(os.path.abspath(cache_file)), exist_ok=True)
         with open(cache_file + ".tmp", "w") as f:
             json.dump(cache, f, indent=1)
         os.replace(cache_file + ".tmp", cache_file)
         log.info("impl=auto: measured step times %s", _format(timings, candidates))
-    best = min(candidates, key=timings.__getitem__)
+    timed = [impl for impl in candidates if timings[impl] is not None]
+    if not timed:
+        raise ConfigError(f"impl=auto: the step of every candidate ({', '.join(candidates)}) "
+                          "runs ops on the host of this GPU; set impl= or jit=true")
+    best = min(timed, key=timings.__getitem__)
     log.info("impl=auto chose %s", best)
     return best
 
 
 def _format(timings: Dict[str, float], candidates: Sequence[str]) -> str:
-    return ", ".join(f"{impl} {timings[impl]:.0f} ms" for impl in candidates)
+    return ", ".join(f"{impl} {timings[impl]:.0f} ms" if timings[impl] is not None
+                     else f"{impl} skipped (host ops)" for impl in candidates)

@@ -37,7 +37,7 @@ from meshseg.train.evaluate import evaluate, make_predict_step
 from meshseg.train.hparams import log_hparams
 from meshseg.train.keras_loop import KerasLoop
 from meshseg.train.mesh_summaries import MeshSummaries
-from meshseg.train.precision import resolved_precision
+from meshseg.train.precision import resolved_precision, visible_gpus
 from meshseg.train.metrics import MaskedCrossEntropy, class_weights
 from meshseg.train.rundir import (CHECKPOINT_DIR, MODEL_FILE, SUMMARY_FILE, check_resume,
                                   claim_run_dir, record_or_check_data)
@@ -57,7 +57,8 @@ def typed_config(cfg: DictConfig) -> TrainConfig:
     """The composed DictConfig as the typed `TrainConfig`, checked
     (`meshseg.config.checked_config`), with the data paths made absolute against the
     directory the application started in (Hydra's `to_absolute_path`) and `precision=auto`
-    resolved for this machine (`meshseg.train.precision`; logged either way).
+    resolved for this machine's GPUs or CPU (`meshseg.train.precision`; logged either way,
+    and with a GPU, that `threads` and `inter_op_threads` apply to the CPU only).
 
     Raises:
       ConfigError: for a missing value, one the schema's types cannot check, an unknown
@@ -76,9 +77,13 @@ def typed_config(cfg: DictConfig) -> TrainConfig:
             setattr(config.data, key, to_absolute_path(getattr(config.data, key)))
     if config.resume is not None:
         check_resume(to_absolute_path(config.resume), config.resume)
-    config.precision, why = resolved_precision(
-        config.precision, len(tf.config.list_physical_devices("GPU")))
+    gpus = visible_gpus()
+    config.precision, why = resolved_precision(config.precision, gpus)
     log.info("precision %s (%s)", config.precision, why)
+    if gpus and (config.threads or config.inter_op_threads):
+        log.info("threads=%d, inter_op_threads=%d size TensorFlow's CPU thread pools only: "
+                 "the step's GPU kernels do not use them", config.threads,
+                 config.inter_op_threads)
     return config
 
 

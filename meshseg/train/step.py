@@ -161,6 +161,21 @@ class TrainStep:
     def __call__(self, features, labels, stop: bool = False):
         return self._step(without_mesh_ids(features), labels, tf.constant(float(stop)))
 
+    def concrete_function(self, features, labels):
+        """The step traced for this batch (counted in `traces`), without running it."""
+        return self._step.get_concrete_function(without_mesh_ids(features), labels,
+                                                tf.constant(0.0))
+
+    def compiler_ir(self, features, labels, stage: str = "hlo") -> str:
+        """XLA's IR of the whole step for this batch (`jit` without replication only).
+
+        Raises:
+          tf.errors.InvalidArgumentError: an op of the step has no XLA kernel (it would
+            run outside the compiled cluster).
+        """
+        return self._step.experimental_get_compiler_ir(
+            without_mesh_ids(features), labels, tf.constant(0.0))(stage=stage)
+
 
 def median_step_ms(train_step: TrainStep, batches: Iterable) -> float:
     """Median wall time (ms) of `train_step` over (features, labels) `batches`, each step

@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 
 from helpers.runs import tiny_config, train_tiny
 from meshseg.train import autotune
@@ -49,3 +50,37 @@ def test_a_run_with_impl_auto_trains_with_the_chosen_impl(tiny_dataset, tmp_path
     (timings,) = json.load(open(cache_file)).values()
     assert summary.impl == min(timings, key=timings.get)
     assert summary.eval_accuracy >= 0
+
+
+def test_on_a_gpu_auto_never_picks_an_impl_whose_step_crosses_to_the_host(tiny_dataset, tmp_path,
+                                                                         monkeypatch):
+    """A fake GPU on which gather_sum's step would run an op on the host: it is not timed
+    (null in the cache) though it would be the fastest; on the CPU it is timed and chosen."""
+    features, labels = first_batch(tiny_dataset)
+    host_op = autotune.Missing("SparseReshape", (), "feast/SparseReshape")
+    monkeypatch.setattr(autotune, "host_crossings", lambda step, features, labels:
+                        [host_op] if step.model.impl == "gather_sum" else [])
+    fake_ms = {"gather_sum": 1.0, "gather_matmul": 5.0}
+    monkeypatch.setattr(autotune, "median_step_ms",
+                        lambda step, batches: fake_ms[step.model.impl])
+    candidates = sorted(fake_ms)
+    on_gpu = {"gather_sum": None, "gather_matmul": 5.0}
+    for device, chosen, cached in [("Fake GPU", "gather_matmul", on_gpu),
+                                   ("cpu", "gather_sum", fake_ms)]:
+        monkeypatch.setattr(autotune, "device_name", lambda: device)
+        cache_file = str(tmp_path / f"{device}.json")
+        assert autotune.choose_impl(features, labels, False, 6, MODEL, candidates, 1,
+                                    cache_file) == chosen
+        (entry,) = json.load(open(cache_file)).values()
+        assert entry == cached
+
+
+def test_on_a_gpu_auto_refuses_when_every_candidate_crosses_to_the_host(tiny_dataset, tmp_path,
+                                                                       monkeypatch):
+    features, labels = first_batch(tiny_dataset)
+    monkeypatch.setattr(autotune, "device_name", lambda: "Fake GPU")
+    monkeypatch.setattr(autotune, "host_crossings", lambda step, features, labels: [
+        autotune.Missing("PrintV2", (), "print")])
+    with pytest.raises(autotune.ConfigError, match="runs ops on the host of this GPU"):
+        autotune.choose_impl(features, labels, False, 6, MODEL, ["gather_matmul"], 1,
+                             str(tmp_path / "autotune.json"))

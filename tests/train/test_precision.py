@@ -1,5 +1,6 @@
 """Mixed precision: layers compute in float16/bfloat16, the FeaSt softmax stays float32;
-precision=auto chooses bfloat16 on CPUs that compute it natively."""
+precision=auto chooses by the GPU's compute capability, and bfloat16 on CPUs that compute
+it natively."""
 
 import logging
 import subprocess
@@ -14,7 +15,7 @@ from helpers.runs import scalars, tiny_config, train_tiny
 from meshseg.batch import table_from_edges
 from meshseg.nn.layers import FeatureSteeredConvolution
 from meshseg.nn.ops import IMPLEMENTATIONS, NEIGHBOR_TABLE_IMPLS
-from meshseg.train.precision import resolved_precision
+from meshseg.train.precision import Gpu, resolved_precision, visible_gpus
 
 TOLERANCE = {"mixed_float16": 2e-2, "mixed_bfloat16": 6e-2}
 
@@ -108,22 +109,66 @@ def cpuinfo(tmp_path, flags: str):
 ])
 def test_auto_precision_is_bfloat16_only_on_a_cpu_that_computes_it_natively(tmp_path, flags,
                                                                           expected):
-    assert resolved_precision("auto", gpus=0, cpuinfo=cpuinfo(tmp_path, flags)) == expected
+    assert resolved_precision("auto", (), cpuinfo=cpuinfo(tmp_path, flags)) == expected
 
 
-def test_auto_precision_is_float32_with_a_gpu_or_unknown_flags_and_a_set_one_is_kept(tmp_path):
+def test_auto_precision_is_float32_with_unknown_flags_and_a_set_one_is_kept(tmp_path):
     native = cpuinfo(tmp_path, "avx512_bf16")
-    assert resolved_precision("auto", gpus=1, cpuinfo=native)[0] == "float32"
-    assert resolved_precision("auto", gpus=0, cpuinfo=tmp_path / "missing")[0] == "float32"
-    assert resolved_precision("mixed_float16", gpus=0, cpuinfo=native) == ("mixed_float16",
-                                                                          "as set")
+    assert resolved_precision("auto", (), cpuinfo=tmp_path / "missing")[0] == "float32"
+    assert resolved_precision("mixed_float16", (), cpuinfo=native) == ("mixed_float16",
+                                                                      "as set")
+    assert resolved_precision("float32", (Gpu("NVIDIA A100", (8, 0)),)) == ("float32", "as set")
+
+
+@pytest.mark.parametrize("capability, expected", [
+    ((6, 1), ("float32", "NVIDIA GeForce GTX 1070 has compute capability 6.1, without tensor "
+                         "cores (< 7.0)")),
+    ((7, 0), ("mixed_float16", "NVIDIA GeForce GTX 1070 has compute capability 7.0 (7.x)")),
+    ((7, 5), ("mixed_float16", "NVIDIA GeForce GTX 1070 has compute capability 7.5 (7.x)")),
+    ((8, 0), ("mixed_bfloat16", "NVIDIA GeForce GTX 1070 has compute capability 8.0 (>= 8.0)")),
+    ((9, 0), ("mixed_bfloat16", "NVIDIA GeForce GTX 1070 has compute capability 9.0 (>= 8.0)")),
+])
+def test_auto_precision_on_a_gpu_follows_its_compute_capability_not_the_cpu(
+        tmp_path, capability, expected):
+    native = cpuinfo(tmp_path, "avx512_bf16")  # the CPU's flags do not count with a GPU
+    gpu = Gpu("NVIDIA GeForce GTX 1070", capability)
+    assert resolved_precision("auto", (gpu,), cpuinfo=native) == expected
+
+
+def test_auto_precision_with_several_gpus_takes_the_lowest_capability_or_float32_if_unknown():
+    a100, t4 = Gpu("NVIDIA A100", (8, 0)), Gpu("Tesla T4", (7, 5))
+    assert resolved_precision("auto", (a100, t4)) == (
+        "mixed_float16", "Tesla T4 has compute capability 7.5 (7.x)")
+    assert resolved_precision("auto", (a100, Gpu("GPU:1", None))) == (
+        "float32", "the compute capability of GPU:1 is unknown")
+
+
+def test_visible_gpus_reads_name_and_capability_from_tensorflow(monkeypatch):
+    device = tf.config.PhysicalDevice("/physical_device:GPU:0", "GPU")
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [device])
+    monkeypatch.setattr(tf.config.experimental, "get_device_details", lambda d: {
+        "device_name": "NVIDIA L4", "compute_capability": (8, 9)})
+    assert visible_gpus() == (Gpu("NVIDIA L4", (8, 9)),)
 
 
 def test_an_auto_precision_run_says_which_it_chose_and_trains_in_it(tiny_dataset, tmp_path,
                                                                    caplog):
     caplog.set_level(logging.INFO, logger="meshseg.train.run")
     train_tiny(tiny_config(tiny_dataset, "precision=auto", "steps=2", "eval_every=2"), tmp_path)
-    chosen, why = resolved_precision("auto", gpus=len(tf.config.list_physical_devices("GPU")))
+    chosen, why = resolved_precision("auto", visible_gpus())
     assert f"precision {chosen} ({why})" in caplog.messages
     model = keras.models.load_model(tmp_path / "model.keras", compile=False)
     assert model.graph_convs[0].dtype_policy.name == chosen
+
+
+def test_with_a_gpu_the_run_log_gives_the_gpus_precision_and_says_threads_are_the_cpus(
+        tiny_dataset, monkeypatch, caplog):
+    from meshseg.train import run
+
+    monkeypatch.setattr(run, "visible_gpus", lambda: (Gpu("Tesla T4", (7, 5)),))
+    caplog.set_level(logging.INFO, logger="meshseg.train.run")
+    config = run.typed_config(tiny_config(tiny_dataset, "precision=auto", "threads=2"))
+    assert config.precision == "mixed_float16"
+    assert "precision mixed_float16 (Tesla T4 has compute capability 7.5 (7.x))" in caplog.messages
+    assert ("threads=2, inter_op_threads=0 size TensorFlow's CPU thread pools only: the "
+            "step's GPU kernels do not use them") in caplog.messages
