@@ -31,6 +31,8 @@ from typing import Dict, List, Optional
 
 from meshseg.cli import command, existing_dir
 from meshseg.console import start_tensorflow_quietly
+from meshseg.data.foreign import list_file_lines
+from meshseg.data.meshfiles import load_label_file
 from meshseg.errors import ConfigError
 from meshseg.tools.predict import PRETRAINED_DIR, load_run_config, predict_files
 from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG, SUMMARY_FILE
@@ -48,7 +50,7 @@ def sample_meshes(sample: Path) -> List[Path]:
       ConfigError: naming a listed mesh no subfolder holds.
     """
     meshes = []
-    for name in (sample / "test.txt").read_text().split():
+    for name in " ".join(list_file_lines(sample / "test.txt")).split():
         found = sorted(sample.glob(f"*/{name}"))
         if not found:
             raise ConfigError(f"{sample / 'test.txt'}: {name} is in no subfolder of {sample}")
@@ -67,7 +69,7 @@ def check_held_out(run_dir: str, meshes: List[Path]) -> None:
     split = Path(config.data.root) / config.data.train_split if config.data.root else None
     if split is None or not split.is_file():
         return
-    trained = {Path(name).stem for name in split.read_text().split()}
+    trained = {Path(name).stem for name in " ".join(list_file_lines(split)).split()}
     seen = sorted(mesh.stem for mesh in meshes if mesh.stem in trained)
     if seen:
         raise ConfigError(f"sample test meshes {', '.join(seen)} are training meshes of "
@@ -89,7 +91,7 @@ def sample_accuracy(run_dir: str, sample: Path) -> Dict:
         raise ConfigError(f"sample meshes failed: {result.failures}")
     counts = {}
     for mesh in meshes:
-        vertices = len((sample / "labels" / f"{mesh.stem}.txt").read_text().split())
+        vertices = len(load_label_file(sample / "labels" / f"{mesh.stem}.txt"))
         counts[mesh.stem] = {"vertices": vertices,
                              "correct": round(result.accuracies[str(mesh)] * vertices)}
     correct = sum(c["correct"] for c in counts.values())
