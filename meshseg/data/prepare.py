@@ -32,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from meshseg.config import DataConfig
-from meshseg.data.cache_entries import read_entry, write_entry
+from meshseg.data.cache_entries import DAMAGED, read_entry, write_entry
 from meshseg.data.convert import convert_split, shard_paths, split_file_pairs
 from meshseg.data.derived import stored_features
 from meshseg.data.manifest import MANIFEST_FORMAT
@@ -183,6 +183,15 @@ def _read_stamp(cache_dir: Path) -> dict | None:
     return {} if stamp is None else stamp
 
 
+def _stamp_matches(cache_dir: Path, stamp: dict) -> bool:
+    """Whether the stamp of `cache_dir` is `stamp`: the check without the lock. A missing or
+    damaged stamp is not (the build then reads it again under the lock, and names it)."""
+    try:
+        return _parse_stamp(cache_dir / STAMP_NAME) == stamp
+    except DAMAGED:
+        return False
+
+
 def _parse_stamp(path: Path) -> dict:
     """A stamp file's dict. Raises ValueError (not UTF-8 JSON) or TypeError (not a dict)."""
     stamp = json.loads(path.read_bytes().decode())
@@ -222,7 +231,7 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
               for split, paths in pairs.items()}
     result = {split: shard_paths(cache_dir / split, shards[split]) for split in pairs}
     result["num_classes"] = source.num_classes
-    if _read_stamp(cache_dir) == stamp:
+    if _stamp_matches(cache_dir, stamp):
         return result
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
     # Runs started together convert one at a time: the next finds the cache built.
