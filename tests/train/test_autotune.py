@@ -8,8 +8,8 @@ import sys
 
 import numpy as np
 import pytest
-import trimesh
 
+from helpers.meshes import write_sphere_folder
 from helpers.runs import PROJECT, tiny_config, train_tiny
 from meshseg.data import descriptor_cache
 from meshseg.data.meshfiles import file_sha256, load_geometry
@@ -60,30 +60,13 @@ def test_a_run_with_impl_auto_trains_with_the_chosen_impl(tiny_dataset, tmp_path
     assert summary.eval_accuracy >= 0
 
 
-def _write_sphere_folder(root) -> list:
-    """Four labelled icospheres in a mesh folder (3 train, 1 test; labels by the sign of x);
-    returns their paths."""
-    (root / "labels").mkdir(parents=True)
-    paths = []
-    for index in range(4):
-        sphere = trimesh.creation.icosphere(1)
-        vertices = sphere.vertices * (1 + 0.2 * index)
-        path = root / f"s{index}.ply"
-        trimesh.Trimesh(vertices, sphere.faces, process=False).export(path)
-        np.savetxt(root / "labels" / f"s{index}.txt", (vertices[:, 0] > 0).astype(int), fmt="%d")
-        paths.append(path)
-    (root / "train.txt").write_text("s0.ply\ns1.ply\ns2.ply\n")
-    (root / "test.txt").write_text("s3.ply\n")
-    return paths
-
-
 @pytest.mark.slow
 def test_train_py_names_each_damaged_cache_and_rebuilds_it(tmp_path):
     """Every cache a run reads, damaged as a crash or a full disk leaves it: the impl=auto
     timing cache cut mid-write, descriptor cache entries cut in half, not a zip, and
     missing an array, and the conversion cache's stamp cut. train.py warns once per
     damaged file, naming it, rebuilds each, and trains."""
-    meshes = _write_sphere_folder(tmp_path / "spheres")
+    meshes = write_sphere_folder(tmp_path / "spheres")
     descriptors = tmp_path / "descriptors"
     entries = []
     for path in meshes[:3]:
