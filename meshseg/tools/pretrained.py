@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from meshseg.cli import command, existing_dir
+from meshseg.cli import command, distinct_from_inputs, existing_dir
 from meshseg.console import start_tensorflow_quietly
 from meshseg.data.foreign import list_file_lines
 from meshseg.data.meshfiles import load_label_file
@@ -129,8 +129,9 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
       the folder written.
 
     Raises:
-      ConfigError: no finished run, a model above `max_mib` MiB, or a sample mesh the
-        run trained on.
+      ConfigError: no finished run, a model above `max_mib` MiB, a sample mesh the
+        run trained on, or a target folder whose files are the run's own (packaging a
+        shipped model onto itself; `meshseg.cli.distinct_from_inputs`).
     """
     summary = RunSummary.load(run_dir)
     model = Path(run_dir) / MODEL_FILE
@@ -139,8 +140,12 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
     mib = model.stat().st_size / 2**20
     if mib > max_mib:
         raise ConfigError(f"{model} is {mib:.1f} MiB, above --max-mib {max_mib:g}")
-    check_held_out(run_dir, sample_meshes(sample))
     target = into / name
+    run_files = {os.path.join(folder, file): "run file"
+                 for folder, _, files in os.walk(run_dir) for file in files}
+    distinct_from_inputs("--name", [str(target / file) for file in
+                                    (*SHIPPED_FILES, RESULTS_FILE)], run_files)
+    check_held_out(run_dir, sample_meshes(sample))
     target.mkdir(parents=True, exist_ok=True)
     for file in (MODEL_FILE, RUN_CONFIG):
         shutil.copy(Path(run_dir) / file, target / file)
