@@ -256,7 +256,8 @@ def split_file_pairs(
 
     Raises:
       DataError: if the split file or a mesh file is missing, the split file is not UTF-8
-        text (naming its line), or a label file is missing or its stem occurs more than once under `labels_dir`.
+        text (naming its line), or a label file is missing or its stem occurs more than
+        once under `labels_dir`.
     """
     labels_by_stem: dict[str, list[Path]] = {}
     for path in sorted(Path(labels_dir).rglob("*")):
@@ -291,9 +292,10 @@ def main(argv: list[str] | None = None) -> None:
     `--labels` folder or `--split-file`, a split file that lists no mesh (matching
     `--mesh-glob`), more `--num-shards` than meshes, or an `--out` whose shard or manifest
     would replace a mesh, label or split file (`distinct_from_inputs`) ends the process with
-    one line and exit status 2 (`ConfigError`); a count below 1 is argparse's usage error (status 2). A
-    mesh the split file lists that does not exist, or has no label file, or no valid mesh
-    at all ends it with status 4 (`DataError`). Nothing is written then.
+    one line and exit status 2 (`ConfigError`); a count below 1 is argparse's usage error
+    (status 2). A mesh the split file lists that does not exist, or has no label file, a
+    split file that is not UTF-8 text, or no valid mesh at all ends it with status 4
+    (`DataError`). Nothing is written then.
     """
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--meshes", required=True, help="folder the split entries are relative to")
