@@ -9,6 +9,10 @@ stderr and its exit status (`meshseg.errors`), never with a traceback.
   reports it as a usage error naming the option (exit status 2).
 - `existing_file`, `existing_dir`, `output_dir`: checks of a path given on the command
   line; they raise `ConfigError` naming the option and the path.
+- `distinct_from_inputs`: inputs are never outputs. Every tool that writes files a user
+  names passes its outputs and the inputs of the same call through it before it writes;
+  an output that is an input (the same path, a symlink to it, or a hard link of it) is
+  refused even with `--overwrite`.
 
 Nothing here imports TensorFlow, so a tool can check its arguments before it imports
 TensorFlow: a mistake then fails in about a second, without TensorFlow's start-up lines.
@@ -19,7 +23,7 @@ import functools
 import os
 import signal
 import sys
-from typing import Callable
+from typing import Callable, Iterable, Mapping
 
 from meshseg.errors import ConfigError, MeshsegError
 
@@ -105,3 +109,42 @@ def output_dir(option: str, path: str, folder: str | None = None) -> str:
     if not os.path.isdir(parent):
         raise ConfigError(f"{option} {path}: {parent} is a file, not a folder")
     return path
+
+
+def _file_keys(path: str) -> list:
+    """What identifies the file `path` names: its path with symlinks resolved and, when it
+    exists, its (device, inode) pair, which its hard links share."""
+    keys = [os.path.realpath(path)]
+    try:
+        status = os.stat(path)
+        keys.append((status.st_dev, status.st_ino))
+    except OSError:
+        pass
+    return keys
+
+
+def distinct_from_inputs(option: str, outputs: Iterable[str],
+                         inputs: Mapping[str, str]) -> None:
+    """Refuses to write over an input of the same call, even with `--overwrite`.
+
+    Args:
+      option: the option naming the outputs' destination, e.g. "--out".
+      outputs: the files the call would write.
+      inputs: {path: what it is, e.g. "mesh", "label file", "run file"} of the files the
+        call reads.
+
+    Raises:
+      ConfigError: "<option>: would write <output>, which is the <what> <input> this call
+        reads; inputs are never replaced, choose another <option>".
+    """
+    known = {}
+    for path, kind in inputs.items():
+        for key in _file_keys(path):
+            known.setdefault(key, (path, kind))
+    for output in outputs:
+        found = next((known[key] for key in _file_keys(output) if key in known), None)
+        if found is not None:
+            path, kind = found
+            raise ConfigError(f"{option}: would write {output}, which is the {kind} {path} "
+                              f"this call reads; inputs are never replaced, choose another "
+                              f"{option}")

@@ -32,13 +32,15 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
-from meshseg.cli import at_least, command, existing_dir, existing_file, output_dir
+from meshseg.cli import (at_least, command, distinct_from_inputs, existing_dir, existing_file,
+                         output_dir)
 from meshseg.config import ADJACENCY_LEVELS, FRAMES, POSITION_FEATURES
 from meshseg.console import start_tensorflow_quietly
 from meshseg.data import meshfiles
 from meshseg.data.adjacency import ADJACENCY_FIELDS
 from meshseg.data.derived import STORED_FEATURES, stored_features
 from meshseg.data.pose import ambiguity
+from meshseg.data.foreign import list_file_lines
 from meshseg.data.manifest import listed_shards, manifest_path, summarize, write_manifest
 from meshseg.errors import ConfigError, DataError
 
@@ -269,14 +271,15 @@ def split_file_pairs(
 ) -> tuple[list[Path], list[Path]]:
     """Resolves a split file's entries to (mesh path, label path) pairs.
 
-    Each non-empty line of `split_file` is a mesh path relative to
+    Each non-empty line of `split_file` (UTF-8 text) is a mesh path relative to
     `meshes_dir` (e.g. `1VQ6_9.off` or `meshes/iso/tr_reg_iso_080.ply`);
     entries not matching `mesh_glob` (fnmatch) are skipped. The label file is
     the `<stem>.txt` or `<stem>.npy` found anywhere under `labels_dir`.
 
     Raises:
-      DataError: if the split file or a mesh file is missing, or a label file is
-        missing or its stem occurs more than once under `labels_dir`.
+      DataError: if the split file or a mesh file is missing, the split file is not UTF-8
+        text (naming its line), or a label file is missing or its stem occurs more than
+        once under `labels_dir`.
     """
     labels_by_stem: dict[str, list[Path]] = {}
     for path in sorted(Path(labels_dir).rglob("*")):
@@ -284,7 +287,7 @@ def split_file_pairs(
             labels_by_stem.setdefault(path.stem, []).append(path)
     if not Path(split_file).is_file():
         raise DataError(f"split file {split_file} does not exist")
-    entries = [line.strip() for line in Path(split_file).read_text().splitlines()]
+    entries = [line.strip() for line in list_file_lines(split_file)]
     mesh_paths, label_paths = [], []
     for entry in entries:
         if not entry or not fnmatch.fnmatch(entry, mesh_glob):
@@ -309,10 +312,12 @@ def main(argv: list[str] | None = None) -> None:
 
     The paths and counts given are checked before any mesh is read: a missing `--meshes` or
     `--labels` folder or `--split-file`, a split file that lists no mesh (matching
-    `--mesh-glob`), or more `--num-shards` than meshes ends the process with one line and
-    exit status 2 (`ConfigError`); a count below 1 is argparse's usage error (status 2). A
-    mesh the split file lists that does not exist, or has no label file, or no valid mesh
-    at all ends it with status 4 (`DataError`). Nothing is written then.
+    `--mesh-glob`), more `--num-shards` than meshes, or an `--out` whose shard or manifest
+    would replace a mesh, label or split file (`distinct_from_inputs`) ends the process with
+    one line and exit status 2 (`ConfigError`); a count below 1 is argparse's usage error
+    (status 2). A mesh the split file lists that does not exist, or has no label file, a
+    split file that is not UTF-8 text, or no valid mesh at all ends it with status 4
+    (`DataError`). Nothing is written then.
     """
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--meshes", required=True, help="folder the split entries are relative to")
@@ -353,6 +358,10 @@ def main(argv: list[str] | None = None) -> None:
     output_dir("--out", args.out, folder=os.path.dirname(args.out) or ".")
     mesh_paths, label_paths = split_file_pairs(args.meshes, args.labels, args.split_file,
                                                args.mesh_glob)
+    inputs = {str(args.split_file): "split file", **{str(p): "label file" for p in label_paths},
+              **{str(p): "mesh" for p in mesh_paths}}
+    outputs = shard_paths(args.out, min(args.num_shards, len(mesh_paths) or 1))
+    distinct_from_inputs("--out", outputs + [str(manifest_path(args.out))], inputs)
     if not mesh_paths:
         matching = f" matching --mesh-glob {args.mesh_glob!r}" if args.mesh_glob != "*" else ""
         raise ConfigError(f"--split-file {args.split_file} lists no mesh{matching}; list one "

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
 
+from meshseg.data.foreign import list_file_lines
+
 MANIFESTS = Path(__file__).parent / "manifests"
 LAYOUTS = ("mesh_folder", "tfrecords", "meshcnn")
 
@@ -135,7 +137,7 @@ def manifest_entries(path: Path) -> dict[str, tuple[int, str]]:
     """{relative path: (size in bytes, sha256)} of a manifest file (lines
     `<sha256>  <size>  <path>`; `#` starts a comment)."""
     entries = {}
-    for line in Path(path).read_text().splitlines():
+    for line in list_file_lines(path):
         if line.strip() and not line.startswith("#"):
             digest, size, name = line.split(maxsplit=2)
             entries[name] = (int(size), digest)

@@ -1,7 +1,8 @@
 """The element counts a mesh file declares, checked against what the file holds (NumPy and
-trimesh's text helpers, no TensorFlow).
+`meshseg.data.foreign`'s strict text reading, no TensorFlow).
 
-An OFF file's vertex and face lines are checked against its count line, a PLY file's
+An OFF file's vertex and face lines (`#` comments and blank lines skipped) are checked
+against its count line, a PLY file's
 elements against its `element <name> <count>` lines (ASCII: lines; binary: bytes, list
 lengths taken from each element's first item, as trimesh assumes), and a binary STL's
 size against its triangle count (84 + 50 * count bytes). A file cut short, or holding
@@ -12,13 +13,12 @@ misreads as a count mismatch, is refused saying so.
 """
 
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import trimesh
 
+from meshseg.data.foreign import decode_text, off_data_lines, text_lines
 from meshseg.data.validate import InvalidMeshError
 
 
@@ -30,28 +30,58 @@ def _check_counts(declared: list[tuple[str, int]], read: list[int]) -> None:
             raise InvalidMeshError(f"{count} {element} declared, {present} read")
 
 
-def _is_off_face(line: str) -> bool:
-    """Whether an OFF data line is a face: a corner count n >= 3, then n vertex indices
-    (colour values may follow). A vertex line (x y z) never is one."""
-    fields = line.split()
+def _is_off_face(fields: list[str]) -> bool:
+    """Whether an OFF data line's fields are a face: a corner count n >= 3, then n vertex
+    indices (colour values may follow). A vertex line (x y z) never is one."""
     corners = int(fields[0]) if fields[0].isdigit() else 0
     return corners >= 3 and len(fields) > corners and all(
         index.isdigit() for index in fields[1:corners + 1])
 
 
-def _check_off_counts(path: str | Path) -> None:
-    """Raises InvalidMeshError if an OFF file's vertex or face lines (non-empty lines after
-    the count line, comments removed, as trimesh reads them) disagree with its counts."""
-    text = trimesh.util.comment_strip(trimesh.util.decode_text(Path(path).read_bytes()))
+OffLines = list[tuple[int, list[str]]]
+
+
+def off_header(lines: OffLines) -> tuple[tuple[int, int], OffLines]:
+    """((vertex count, face count), the data lines after the counts) of an OFF file's data
+    lines (`meshseg.data.foreign.off_data_lines`). The first data line starts with the
+    keyword (OFF, or a variant such as COFF or NOFF); the counts follow on it or on the
+    next data line.
+
+    Raises:
+      InvalidMeshError: naming the line, for a missing keyword or count line, or a binary
+        OFF file (not read: save it as ASCII OFF).
+    """
+    if not lines or not lines[0][1][0].endswith("OFF"):
+        where = f"line {lines[0][0]}" if lines else "the file"
+        raise InvalidMeshError(f"{where} of the OFF file: no OFF keyword")
+    (number, keyword), rest = lines[0], lines[1:]
+    if "BINARY" in keyword[1:2]:
+        raise InvalidMeshError(f"line {number} of the OFF file: binary OFF is not read; save "
+                               "the mesh as ASCII OFF, PLY or OBJ")
+    if len(keyword) == 1:
+        if not rest:
+            raise InvalidMeshError(f"line {number} of the OFF file: no count line follows")
+        (number, counts), rest = rest[0], rest[1:]
+    else:
+        counts = keyword[1:]
     try:
-        _, _, rest = re.split("(COFF|OFF)", text, maxsplit=1)
-        lines = [line for line in rest.splitlines() if line.strip()]
-        vertices, faces = (int(count) for count in lines[0].split()[:2])
-    except (IndexError, ValueError):
-        return  # no OFF keyword or count line: trimesh's reader reports it
-    body = lines[1:]
+        num_vertices, num_faces = (int(count) for count in counts[:2])
+        if min(num_vertices, num_faces) < 0:
+            raise ValueError("negative")
+    except ValueError:
+        raise InvalidMeshError(f"line {number} of the OFF file: {' '.join(counts)!r} is not "
+                               "a vertex and face count") from None
+    return (num_vertices, num_faces), rest
+
+
+def _check_off_counts(path: str | Path) -> None:
+    """Raises InvalidMeshError if an OFF file's vertex or face lines (non-blank lines after
+    the count line, comments removed) disagree with its counts, or its text or header is
+    not valid (`off_header`)."""
+    (vertices, faces), body = off_header(off_data_lines(text_lines(path)))
     if len(body) != vertices + faces:
-        vertex_lines = next((i for i, line in enumerate(body) if _is_off_face(line)), len(body))
+        vertex_lines = next((i for i, (_, fields) in enumerate(body) if _is_off_face(fields)),
+                            len(body))
         _check_counts([("vertices", vertices), ("faces", faces)],
                       [vertex_lines, len(body) - vertex_lines])
 
@@ -79,7 +109,7 @@ def _ply_header(data: bytes) -> tuple[str, list[PlyElement], int] | None:
     start = data.find(b"\n", end) + 1
     if not data.startswith(b"ply") or end < 0 or start == 0:
         return None
-    fields = [line.split() for line in data[:end].decode("ascii", "replace").splitlines()]
+    fields = [line.split() for line in decode_text(data[:end]).splitlines()]
     file_format, elements = "", []
     try:
         for line in fields:
@@ -111,7 +141,7 @@ def _ply_ascii_read(elements: list[PlyElement], data: bytes) -> list[int]:
     """Items per element in the non-empty lines of an ASCII PLY's data: when their number
     is not the declared total, each element takes the lines of its shape that follow, the
     last one the rest."""
-    lines = [line for line in data.decode("utf-8", "replace").splitlines() if line.strip()]
+    lines = [line for line in decode_text(data).splitlines() if line.strip()]
     if len(lines) == sum(element.count for element in elements):
         return [element.count for element in elements]
     read, start = [], 0

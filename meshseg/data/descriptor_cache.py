@@ -2,21 +2,24 @@
 
 The heat kernel signature costs seconds per mesh (an eigen-decomposition of the
 Laplacian), so each mesh file's descriptors are computed once: `<cache dir>/<key>.npz`,
-the key a SHA-256 of the mesh file's SHA-256, `HKS_SETTINGS` and `CACHE_FORMAT`. The
+the key a SHA-256 of the mesh file's SHA-256, `HKS_SETTINGS` and `CACHE_FORMAT`. Entries
+are read and written as every cache is (`meshseg.data.cache_entries`): a damaged entry is
+named in a warning and computed again; each is replaced atomically. The
 converter (records with `data.features` normals / hks) and the descriptor baseline
 (`meshseg.tools.baseline`) read and fill the same cache (`data.descriptor_cache`), so a
 data set whose baseline ran converts in seconds and vice versa. NumPy only.
 """
 
+import functools
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 
 from meshseg.config import feature_widths
+from meshseg.data.cache_entries import read_entry, write_entry
 from meshseg.data.descriptors import heat_kernel_signature, normalized_positions, vertex_normals
 
 HKS_SETTINGS = {"num_times": feature_widths()["hks"], "t_min": 0.01, "t_max": 2.0,
@@ -54,17 +57,32 @@ def mesh_descriptors(vertices: np.ndarray, triangles: np.ndarray,
     """
     cached = None if cache_dir is None or mesh_sha256 is None else cache_file(cache_dir,
                                                                              mesh_sha256)
-    if cached is not None and cached.is_file():
-        with np.load(cached) as stored:
-            if all(stored[name].shape[0] == len(vertices) for name in DESCRIPTORS):
-                return {name: stored[name] for name in DESCRIPTORS}
+    if cached is not None:
+        stored = read_entry(cached, functools.partial(_read_descriptors,
+                                                      num_vertices=len(vertices)),
+                            "descriptor cache entry")
+        if stored is not None:
+            return stored
     vertices = np.asarray(vertices, np.float64)
     descriptors = {"xyz": normalized_positions(vertices, triangles),
                    "hks": heat_kernel_signature(vertices, triangles, **HKS_SETTINGS),
                    "normals": vertex_normals(vertices, triangles)}
     if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_suffix(f".{os.getpid()}.partial.npz")
-        np.savez(partial, **descriptors)
-        os.replace(partial, cached)
+        write_entry(cached, lambda stream: np.savez(stream, **descriptors))
     return descriptors
+
+
+def _read_descriptors(path: Path, num_vertices: int) -> dict[str, np.ndarray]:
+    """The `DESCRIPTORS` of a cache entry, each float32 [num_vertices, C].
+
+    Raises:
+      ValueError, KeyError, EOFError, zipfile.BadZipFile: for an entry that is not a whole
+        .npz of those arrays with that many rows (`cache_entries.DAMAGED`).
+    """
+    with np.load(path, allow_pickle=False) as stored:
+        arrays = {name: stored[name] for name in DESCRIPTORS}
+    for name, array in arrays.items():
+        if array.dtype != np.float32 or array.ndim != 2 or len(array) != num_vertices:
+            raise ValueError(f"{name} is {array.dtype} {list(array.shape)}, not float32 "
+                             f"[{num_vertices}, C]")
+    return arrays

@@ -37,7 +37,6 @@ going to the lowest class id (see `face_to_vertex_labels`).
 
 import hashlib
 import io
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,8 +44,9 @@ import numpy as np
 import trimesh
 
 from meshseg.data.adjacency import mesh_edges
-from meshseg.data.declared_counts import check_declared_counts
+from meshseg.data.declared_counts import check_declared_counts, off_header
 from meshseg.data.derived import Derived, derive
+from meshseg.data.foreign import off_data_lines, read_label_file, text_lines
 from meshseg.data.pose import turned
 from meshseg.data.polygons import triangulate
 from meshseg.data.validate import (FaceCounts, InvalidMeshError, float32_positions,
@@ -119,51 +119,64 @@ def _concatenate_scene(scene: trimesh.Scene) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate(vertices), np.concatenate(faces)
 
 
+def _obj_logical_lines(lines: list[str]) -> list[str]:
+    """An OBJ file's statements: a line ending in a backslash continues on the next."""
+    statements, pending = [], ""
+    for line in lines:
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        statements.append(pending + line)
+        pending = ""
+    return statements + ([pending] if pending else [])
+
+
 def _obj_geometry(path: str | Path) -> tuple[io.StringIO, int, list[np.ndarray]]:
     """An OBJ file reduced to its geometry: its `v` lines, and its `f` lines with every
     corner reduced to the position index ("7/3/5" -> "7"); plus its number of `v` lines and
-    its faces as 0-based position indices (negative ones count back from the last `v`)."""
+    its faces as 0-based position indices (negative ones count back from the last `v`).
+    The text is strict UTF-8 (`foreign.text_lines`); `#` starts a comment and a trailing
+    backslash continues a statement on the next line."""
     lines, positions, polygons = [], 0, []
-    with open(path, encoding="utf-8", errors="replace") as stream:
-        for line in stream:
-            fields = line.split()
-            if not fields:
-                continue
-            if fields[0] == "v":
-                lines.append(line.rstrip("\n"))
-                positions += 1
-            elif fields[0] == "f":
-                corners = [corner.split("/")[0] for corner in fields[1:]]
-                lines.append(" ".join(["f"] + corners))
-                try:
-                    indices = np.array([int(corner) for corner in corners], np.int64)
-                except ValueError as error:
-                    raise InvalidMeshError(f"face {len(polygons)} of the OBJ: {error}") from None
-                polygons.append(np.where(indices < 0, positions + indices, indices - 1))
+    for line in _obj_logical_lines(text_lines(path)):
+        fields = line.split("#", 1)[0].split()
+        if not fields:
+            continue
+        if fields[0] == "v":
+            lines.append(" ".join(fields))
+            positions += 1
+        elif fields[0] == "f":
+            corners = [corner.split("/")[0] for corner in fields[1:]]
+            lines.append(" ".join(["f"] + corners))
+            try:
+                indices = np.array([int(corner) for corner in corners], np.int64)
+            except ValueError as error:
+                raise InvalidMeshError(f"face {len(polygons)} of the OBJ: {error}") from None
+            polygons.append(np.where(indices < 0, positions + indices, indices - 1))
     return io.StringIO("\n".join(lines) + "\n"), positions, polygons
 
 
 def _read_off(path: str | Path) -> tuple[trimesh.Trimesh, list[np.ndarray]]:
-    """An OFF file (whose counts `check_declared_counts` checked) read as trimesh reads it
-    (comments removed, empty lines skipped, x y z the first three fields of a vertex line),
-    but keeping its faces as polygons: trimesh's reader fails on faces of different corner
-    counts. Returns (its vertices as a Trimesh without faces, its faces' corner indices).
-    Raises InvalidMeshError naming the line that is not a number."""
-    text = trimesh.util.comment_strip(trimesh.util.decode_text(Path(path).read_bytes()))
-    parts = re.split("(COFF|OFF)", text, maxsplit=1)
-    lines = [line for line in parts[-1].splitlines() if line.strip()]
+    """An OFF file (whose counts `check_declared_counts` checked): strict UTF-8, `#`
+    comments and blank lines skipped (`foreign.off_data_lines`), the counts on the keyword
+    line or the next data line, x y z the first three fields of a vertex line, and its
+    faces kept as polygons (trimesh's reader fails on faces of different corner counts).
+    Returns (its vertices as a Trimesh without faces, its faces' corner indices).
+    Raises InvalidMeshError naming the line that is not as the format needs."""
+    vertices, polygons = [], []
+    header, body = off_header(off_data_lines(text_lines(path)))
+    num_vertices, num_faces = header
+    number = 0
     try:
-        if len(parts) < 3 or not lines:
-            raise ValueError("no OFF keyword and count line")
-        num_vertices, num_faces = (int(count) for count in lines[0].split()[:2])
-        vertices = np.array([line.split()[:3] for line in lines[1:1 + num_vertices]],
-                            np.float64).reshape(-1, 3)
-        polygons = []
-        for line in lines[1 + num_vertices:1 + num_vertices + num_faces]:
-            fields = line.split()
+        for number, fields in body[:num_vertices]:
+            if len(fields) < 3:
+                raise ValueError(f"a vertex needs x y z, found {len(fields)} values")
+            vertices.append([float(value) for value in fields[:3]])
+        for number, fields in body[num_vertices:num_vertices + num_faces]:
             polygons.append(np.array([int(i) for i in fields[1:1 + int(fields[0])]], np.int64))
     except ValueError as error:
-        raise InvalidMeshError(f"cannot read the OFF file: {error}") from None
+        raise InvalidMeshError(f"line {number} of the OFF file: {error}") from None
+    vertices = np.array(vertices, np.float64).reshape(-1, 3)
     return trimesh.Trimesh(vertices=vertices, process=False), polygons
 
 
@@ -250,24 +263,15 @@ def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def load_label_file(path: str | Path) -> np.ndarray:
-    """Reads labels from `.npy` (any integer dtype, or floats holding integers) or text
-    (one integer per line). Returns int64 [N].
+    """Reads labels from `.npy` (any integer dtype, or floats holding integers) or UTF-8
+    text (integers separated by white space, `#` comments allowed), every value within
+    int32 (`meshseg.data.foreign.read_label_file`). Returns int64 [N].
 
     Raises:
-      InvalidMeshError: if the file cannot be read or holds non-integer values.
+      InvalidMeshError: naming the file, and the line or index and value, if the file
+        cannot be read or holds a value that is not an int32 integer.
     """
-    try:
-        if Path(path).suffix == ".npy":
-            labels = np.load(path, allow_pickle=False)
-        else:
-            labels = np.loadtxt(path, dtype=np.float64, ndmin=1)
-    except (OSError, ValueError) as error:
-        raise InvalidMeshError(f"cannot read labels {path}: {error}") from error
-    labels = np.asarray(labels).reshape(-1)
-    if not np.issubdtype(labels.dtype, np.integer):
-        if not np.all(np.isfinite(labels)) or np.any(labels != np.round(labels)):
-            raise InvalidMeshError(f"labels in {path} are not all integers")
-    return labels.astype(np.int64)
+    return read_label_file(path)
 
 
 def face_to_vertex_labels(

@@ -12,7 +12,8 @@ are both described by a `MeshFolder` (conf/data/rna_sample.yaml, human_parts.yam
 The cache folder holds the shards, their manifests and `stamp.json`, which
 records the source files, their content hashes and the conversion settings (adjacency,
 stored features, hierarchy levels and coarsening included). A cache whose stamp differs
-from the current source or settings is rebuilt: changing `data.features` to [xyz, hks] or
+from the current source or settings is rebuilt, and so is one whose stamp is damaged
+(named in a warning, `meshseg.data.cache_entries`): changing `data.features` to [xyz, hks] or
 `data.levels` reconverts the folder once (into the same `cache_dir`). The build happens in a
 temporary sibling folder that is renamed into place only when complete, so an
 interrupted build is never reused, and under an exclusive lock on a hidden sibling file
@@ -31,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from meshseg.config import DataConfig
+from meshseg.data.cache_entries import DAMAGED, read_entry, write_entry
 from meshseg.data.convert import convert_split, shard_paths, split_file_pairs
 from meshseg.data.derived import stored_features
 from meshseg.data.manifest import MANIFEST_FORMAT
@@ -183,10 +185,30 @@ def _source_stamp(source: MeshFolder, pairs: dict) -> dict:
 
 
 def _read_stamp(cache_dir: Path) -> dict | None:
-    try:
-        return json.loads((cache_dir / STAMP_NAME).read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+    """The stamp of `cache_dir`: None without one; {} (a cache of unknown settings, which
+    is rebuilt) for a damaged one, after the warning of `cache_entries.read_entry`."""
+    path = cache_dir / STAMP_NAME
+    if not path.exists():
         return None
+    stamp = read_entry(path, _parse_stamp, "conversion cache stamp")
+    return {} if stamp is None else stamp
+
+
+def _stamp_matches(cache_dir: Path, stamp: dict) -> bool:
+    """Whether the stamp of `cache_dir` is `stamp`: the check without the lock. A missing or
+    damaged stamp is not (the build then reads it again under the lock, and names it)."""
+    try:
+        return _parse_stamp(cache_dir / STAMP_NAME) == stamp
+    except DAMAGED:
+        return False
+
+
+def _parse_stamp(path: Path) -> dict:
+    """A stamp file's dict. Raises ValueError (not UTF-8 JSON) or TypeError (not a dict)."""
+    stamp = json.loads(path.read_bytes().decode())
+    if not isinstance(stamp, dict):
+        raise TypeError(f"holds a {type(stamp).__name__}, not a stamp")
+    return stamp
 
 
 def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int = 1,
@@ -220,7 +242,7 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
               for split, paths in pairs.items()}
     result = {split: shard_paths(cache_dir / split, shards[split]) for split in pairs}
     result["num_classes"] = source.num_classes
-    if _read_stamp(cache_dir) == stamp:
+    if _stamp_matches(cache_dir, stamp):
         return result
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
     # Runs started together convert one at a time: the next finds the cache built.
@@ -249,7 +271,8 @@ def _build(source: MeshFolder, pairs: dict, shards: dict, stamp: dict, cache_dir
                           levels=source.levels, coarsening=source.coarsening,
                           descriptor_cache=descriptor_cache, frame=source.frame,
                           turn_seed=None if split == "train" else source.eval_turn_seed)
-        (build_dir / STAMP_NAME).write_text(json.dumps(stamp, indent=1, sort_keys=True))
+        text = json.dumps(stamp, indent=1, sort_keys=True)
+        write_entry(build_dir / STAMP_NAME, lambda stream: stream.write(text.encode()))
         if cache_dir.exists():
             shutil.rmtree(cache_dir)
         build_dir.rename(cache_dir)

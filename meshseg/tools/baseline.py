@@ -64,7 +64,7 @@ from pathlib import Path
 
 import numpy as np
 
-from meshseg.cli import at_least, command, output_dir
+from meshseg.cli import at_least, command, distinct_from_inputs, output_dir
 from meshseg.config import composed_config, data_root
 from meshseg.console import start_tensorflow_quietly
 from meshseg.data.prepare import mesh_folder
@@ -241,11 +241,13 @@ class NearestMeshTransfer:
 def run_baseline(overrides: list[str], features: list[str], classifier: str,
                  max_train_vertices: int | None, max_iter: int, seed: int,
                  cache_dir: Path | None, predictions_dir: Path | None = None,
-                 meshes: int = 1) -> dict:
+                 meshes: int = 1, out_file: Path | None = None) -> dict:
     """Fits the baseline on the training split of the composed config and scores it on the
     test split (see the module docstring). Descriptors are cached in `cache_dir`, or in
     the config's `data.descriptor_cache` when None. `meshes`: the training meshes
-    `nearest_mesh` takes a vote of (`NearestMeshTransfer`).
+    `nearest_mesh` takes a vote of (`NearestMeshTransfer`). The prediction files and
+    `out_file` (the caller's JSON result) are checked, before anything is computed, not to
+    be a mesh, label or split file the call reads (`meshseg.cli.distinct_from_inputs`).
 
     Returns:
       JSON-serialisable dict: `data` (name, root), `features`, `classifier`, vertex and mesh
@@ -254,7 +256,8 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
 
     Raises:
       ConfigError, DataError: see `split_pairs`, `split_arrays`; ConfigError for
-        `max_train_vertices` with `nearest_mesh` (it keeps whole meshes).
+        `max_train_vertices` with `nearest_mesh` (it keeps whole meshes), or for an output
+        that is an input.
     """
     if classifier == "nearest_mesh" and max_train_vertices is not None:
         raise ConfigError("--max-train-vertices: nearest_mesh keeps every training mesh whole")
@@ -264,6 +267,14 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
     data = composed_config(overrides).data
     cache_dir = cache_dir or (Path(data.descriptor_cache) if data.descriptor_cache else None)
     pairs = split_pairs(data)
+    inputs = {str(path): kind for mesh_paths, label_paths in pairs.values()
+              for kind, paths in (("label file", label_paths), ("mesh", mesh_paths))
+              for path in paths}
+    if predictions_dir is not None:
+        distinct_from_inputs("--predictions", [str(predictions_dir / f"{path.stem}.txt")
+                                               for path in pairs["test"][0]], inputs)
+    if out_file is not None:
+        distinct_from_inputs("--out", [str(out_file)], inputs)
     train_inputs, train_classes = split_arrays(*pairs["train"], features, data, cache_dir)
     test_inputs, test_classes = split_arrays(*pairs["test"], features, data, cache_dir)
     descriptor_s = time.perf_counter() - started
@@ -403,7 +414,8 @@ def main(argv=None) -> None:
     result = run_baseline(args.overrides, args.features, args.classifier,
                           args.max_train_vertices, args.max_iter, args.seed,
                           Path(args.cache_dir) if args.cache_dir else None,
-                          Path(args.predictions) if args.predictions else None, args.meshes)
+                          Path(args.predictions) if args.predictions else None, args.meshes,
+                          Path(args.out) if args.out else None)
     result["command"] = command_line
     print(f"{result['data']}: test accuracy {result['accuracy']:.4f}, mean IoU "
           f"{result['mean_iou']:.4f}, majority baseline "

@@ -28,6 +28,9 @@ the run's offset: a different value is refused, since the model's classes were f
 the offset it was trained with. Outputs never replace
 one another: meshes with the same stem (`a/part.off`, `b/part.off`) are refused before
 anything is written, and so are outputs already in `--out` unless `--overwrite` is given.
+Inputs are never outputs: an `--out` where an output would replace a mesh, a label file
+or a file of the run is refused, `--overwrite` or not. A damaged model.keras (not a zip
+archive, cut short, a member missing) is named as damaged.
 
 `--test-split` scores the run's model on its test split instead (the records the run was
 evaluated on, as it evaluated them: `evaluate_test_split`) and prints the accuracy and mean
@@ -55,10 +58,11 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 import trimesh
 
-from meshseg.cli import command, existing_dir, existing_file, output_dir
+from meshseg.cli import command, distinct_from_inputs, existing_dir, existing_file, output_dir
 from meshseg.config import TrainConfig, data_root
 from meshseg.console import start_tensorflow_quietly
 from meshseg.data.derived import derive
+from meshseg.data.foreign import check_keras_archive
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.meshfiles import load_geometry, load_label_file
 from meshseg.data.pose import ambiguity, principal_pose
@@ -144,12 +148,19 @@ def run_label_offset(settings: InputSettings, requested: Optional[int]) -> int:
 
 
 def load_model(run_dir: str) -> keras.Model:
-    """The trained `MeshSegmentationNet` of `<run_dir>/model.keras`."""
+    """The trained `MeshSegmentationNet` of `<run_dir>/model.keras`.
+
+    Raises:
+      DataError: naming the file as damaged if it is not a whole Keras archive
+        (`meshseg.data.foreign.check_keras_archive`).
+    """
     import keras
 
     from meshseg.nn import model as _registers_keras_classes  # noqa: F401  (for load_model)
 
-    return keras.models.load_model(os.path.join(run_dir, MODEL_FILE), compile=False)
+    path = os.path.join(run_dir, MODEL_FILE)
+    check_keras_archive(path)
+    return keras.models.load_model(path, compile=False)
 
 
 def mesh_inputs(vertices: np.ndarray, triangles: np.ndarray,
@@ -350,6 +361,32 @@ def write_picture(out_dir: str, stem: str, vertices: np.ndarray, triangles: np.n
     return path
 
 
+def call_inputs(run_dir: str, mesh_paths: List[str],
+                labels_dir: Optional[str] = None) -> Dict[str, str]:
+    """{path: what it is} of every file a `predict_files` call reads: the meshes, their
+    label files `<labels_dir>/<stem>.txt`, and the files of the run directory."""
+    inputs = {os.path.join(folder, name): "run file"
+              for folder, _, names in os.walk(run_dir) for name in names}
+    if labels_dir:
+        inputs.update({os.path.join(labels_dir, f"{Path(path).stem}.txt"): "label file"
+                       for path in mesh_paths})
+    inputs.update({path: "mesh" for path in mesh_paths})
+    return inputs
+
+
+def check_inputs_kept(run_dir: str, mesh_paths: List[str], out_dir: str,
+                      labels_dir: Optional[str] = None, picture: bool = False) -> None:
+    """Refuses an `out_dir` where an output (`output_names`) would replace a file the call
+    reads (`call_inputs`), with or without `--overwrite`.
+
+    Raises:
+      ConfigError: naming the output and the input (`meshseg.cli.distinct_from_inputs`).
+    """
+    outputs = [os.path.join(out_dir, name) for path in mesh_paths
+               for name in output_names(Path(path).stem, picture)]
+    distinct_from_inputs("--out", outputs, call_inputs(run_dir, mesh_paths, labels_dir))
+
+
 def check_outputs(mesh_paths: List[str], out_dir: str, overwrite: bool = False,
                   picture: bool = False) -> None:
     """Checks that the predictions of `mesh_paths` can be written to `out_dir` as
@@ -391,8 +428,9 @@ def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
                   overwrite: bool = False, picture: bool = False) -> Predictions:
     """Predicts and writes every mesh of `mesh_paths` (see the module docstring).
 
-    Before anything is written, `check_outputs` makes sure no output replaces another
-    (earlier outputs in `out_dir` only with `overwrite`). Each mesh is loaded and checked
+    Before anything is written, `check_inputs_kept` makes sure no output replaces a file
+    the call reads (even with `overwrite`), and `check_outputs` that no output replaces
+    another (earlier outputs in `out_dir` only with `overwrite`). Each mesh is loaded and checked
     as the converter loads and checks it (`meshseg.data.meshfiles.load_geometry`, and with
     `labels_dir` its label file with `validate_labels`); a mesh that fails is listed in
     `failures` with its reason and the others go on. Written labels are the predicted
@@ -405,9 +443,11 @@ def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
       the `Predictions`.
 
     Raises:
-      ConfigError: from `check_outputs` or `run_label_offset`, or for a directory without
-        a finished run.
+      ConfigError: from `check_inputs_kept`, `check_outputs` or `run_label_offset`, or for
+        a directory without a finished run.
+      DataError: if the run's model.keras is damaged (`load_model`).
     """
+    check_inputs_kept(run_dir, mesh_paths, out_dir, labels_dir, picture)
     check_outputs(mesh_paths, out_dir, overwrite, picture)
     settings = input_settings(run_dir)
     label_offset = run_label_offset(settings, label_offset)
@@ -471,7 +511,8 @@ def check_arguments(run_dir: str, mesh_paths: List[str], out_dir: str,
       ConfigError: naming the argument: a run directory that does not exist, holds no
         finished run or no model.keras; a mesh file that does not exist; a `--labels-dir`
         that is not a folder; an `--out` that is a file; a `--label-offset` other than the
-        run's (`run_label_offset`); or a `check_outputs` refusal.
+        run's (`run_label_offset`); or a `check_inputs_kept` or `check_outputs` refusal.
+      DataError: if the run's model.keras is damaged (`check_keras_archive`).
     """
     existing_dir("run_dir", run_dir)
     run_label_offset(input_settings(run_dir), label_offset)
@@ -483,7 +524,9 @@ def check_arguments(run_dir: str, mesh_paths: List[str], out_dir: str,
     if labels_dir:
         existing_dir("--labels-dir", labels_dir)
     output_dir("--out", out_dir)
+    check_inputs_kept(run_dir, mesh_paths, out_dir, labels_dir, picture)
     check_outputs(mesh_paths, out_dir, overwrite, picture)
+    check_keras_archive(os.path.join(run_dir, MODEL_FILE))
 
 
 def score_test_split(args: argparse.Namespace) -> None:

@@ -29,8 +29,10 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from meshseg.cli import command, existing_dir
+from meshseg.cli import command, distinct_from_inputs, existing_dir
 from meshseg.console import start_tensorflow_quietly
+from meshseg.data.foreign import list_file_lines
+from meshseg.data.meshfiles import load_label_file
 from meshseg.errors import ConfigError
 from meshseg.tools.predict import PRETRAINED_DIR, load_run_config, predict_files
 from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG, SUMMARY_FILE
@@ -48,7 +50,7 @@ def sample_meshes(sample: Path) -> List[Path]:
       ConfigError: naming a listed mesh no subfolder holds.
     """
     meshes = []
-    for name in (sample / "test.txt").read_text().split():
+    for name in " ".join(list_file_lines(sample / "test.txt")).split():
         found = sorted(sample.glob(f"*/{name}"))
         if not found:
             raise ConfigError(f"{sample / 'test.txt'}: {name} is in no subfolder of {sample}")
@@ -67,7 +69,7 @@ def check_held_out(run_dir: str, meshes: List[Path]) -> None:
     split = Path(config.data.root) / config.data.train_split if config.data.root else None
     if split is None or not split.is_file():
         return
-    trained = {Path(name).stem for name in split.read_text().split()}
+    trained = {Path(name).stem for name in " ".join(list_file_lines(split)).split()}
     seen = sorted(mesh.stem for mesh in meshes if mesh.stem in trained)
     if seen:
         raise ConfigError(f"sample test meshes {', '.join(seen)} are training meshes of "
@@ -89,7 +91,7 @@ def sample_accuracy(run_dir: str, sample: Path) -> Dict:
         raise ConfigError(f"sample meshes failed: {result.failures}")
     counts = {}
     for mesh in meshes:
-        vertices = len((sample / "labels" / f"{mesh.stem}.txt").read_text().split())
+        vertices = len(load_label_file(sample / "labels" / f"{mesh.stem}.txt"))
         counts[mesh.stem] = {"vertices": vertices,
                              "correct": round(result.accuracies[str(mesh)] * vertices)}
     correct = sum(c["correct"] for c in counts.values())
@@ -127,8 +129,9 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
       the folder written.
 
     Raises:
-      ConfigError: no finished run, a model above `max_mib` MiB, or a sample mesh the
-        run trained on.
+      ConfigError: no finished run, a model above `max_mib` MiB, a sample mesh the
+        run trained on, or a target folder whose files are the run's own (packaging a
+        shipped model onto itself; `meshseg.cli.distinct_from_inputs`).
     """
     summary = RunSummary.load(run_dir)
     model = Path(run_dir) / MODEL_FILE
@@ -137,8 +140,12 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
     mib = model.stat().st_size / 2**20
     if mib > max_mib:
         raise ConfigError(f"{model} is {mib:.1f} MiB, above --max-mib {max_mib:g}")
-    check_held_out(run_dir, sample_meshes(sample))
     target = into / name
+    run_files = {os.path.join(folder, file): "run file"
+                 for folder, _, files in os.walk(run_dir) for file in files}
+    distinct_from_inputs("--name", [str(target / file) for file in
+                                    (*SHIPPED_FILES, RESULTS_FILE)], run_files)
+    check_held_out(run_dir, sample_meshes(sample))
     target.mkdir(parents=True, exist_ok=True)
     for file in (MODEL_FILE, RUN_CONFIG):
         shutil.copy(Path(run_dir) / file, target / file)

@@ -7,12 +7,12 @@ timed and never chosen. Under XLA the whole step is one compiled cluster on the 
 
 import json
 import logging
-import os
 from typing import Dict, List, Optional, Sequence
 
 import keras
 import tensorflow as tf
 
+from meshseg.data.cache_entries import read_entry, write_entry
 from meshseg.errors import ConfigError
 from meshseg.nn.networks import build_network
 from meshseg.train.gpu_kernels import (Missing, crossing_ops, ops_without_gpu_kernel,
@@ -71,16 +71,15 @@ def choose_impl(features, labels, jit: bool, num_classes: int, model_kwargs: Dic
 
     Measurements are stored in `cache_file` (JSON: key -> {impl: median ms, or null for
     one whose step would cross to a GPU's host}) so a later run with the same shapes, jit,
-    device and model sizes reuses them.
+    device and model sizes reuses them. The file is read and written as every cache is
+    (`meshseg.data.cache_entries`): a damaged one is named in a warning and measured again,
+    and it is replaced atomically.
 
     Raises:
       ConfigError: on a GPU, when every candidate's step would cross to the host.
     """
     key = cache_key(features, jit, model_kwargs)
-    cache = {}
-    if os.path.exists(cache_file):
-        with open(cache_file) as f:
-            cache = json.load(f)
+    cache = read_entry(cache_file, _read_timings, "impl=auto timing cache") or {}
     timings = cache.get(key, {})
     if set(candidates) <= set(timings):
         log.info("impl=auto: cached step times %s", _format(timings, candidates))
@@ -90,10 +89,7 @@ def choose_impl(features, labels, jit: bool, num_classes: int, model_kwargs: Dic
                 timings[impl] = time_step(impl, features, labels, jit, num_classes,
                                           model_kwargs, steps, device_name() != "cpu")
         cache[key] = timings
-        os.makedirs(os.path.dirname(os.path.abspath(cache_file)), exist_ok=True)
-        with open(cache_file + ".tmp", "w") as f:
-            json.dump(cache, f, indent=1)
-        os.replace(cache_file + ".tmp", cache_file)
+        write_entry(cache_file, lambda stream: stream.write(json.dumps(cache, indent=1).encode()))
         log.info("impl=auto: measured step times %s", _format(timings, candidates))
     timed = [impl for impl in candidates if timings[impl] is not None]
     if not timed:
@@ -102,6 +98,23 @@ def choose_impl(features, labels, jit: bool, num_classes: int, model_kwargs: Dic
     best = min(timed, key=timings.__getitem__)
     log.info("impl=auto chose %s", best)
     return best
+
+
+def _read_timings(path) -> Dict[str, Dict[str, Optional[float]]]:
+    """The timing cache of `path`: {key: {impl: median ms, or None for a candidate skipped
+    on a GPU}}.
+
+    Raises:
+      ValueError: if the file is not UTF-8 JSON; TypeError if it does not hold that shape.
+    """
+    cache = json.loads(path.read_bytes().decode())
+    if not isinstance(cache, dict) or not all(
+            isinstance(timings, dict) and all(ms is None or (isinstance(ms, (int, float)) and
+                                                             not isinstance(ms, bool))
+                                              for ms in timings.values())
+            for timings in cache.values()):
+        raise TypeError("not a {key: {impl: milliseconds or null}} table")
+    return cache
 
 
 def _format(timings: Dict[str, float], candidates: Sequence[str]) -> str:

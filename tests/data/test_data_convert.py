@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tensorflow as tf
+import trimesh
 
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from helpers.meshes import CUT_MESH_REASONS, write_cut_meshes
+from helpers.meshes import CUT_MESH_REASONS, ascii_ply_text, write_cut_meshes
 from helpers.records import count_records
 from helpers.runs import CONFIG_DIR, PROJECT
 from meshseg.config import DataConfig
@@ -286,3 +287,60 @@ def test_an_interrupted_conversion_leaves_nothing_a_shard_glob_matches(tmp_path,
                                             rf"interrupted conversion, not shards: .*{leftover}"):
             resolve_files(data)
         (out / leftover).unlink()
+
+
+def _commented_files(vertices, faces) -> dict:
+    """{file name: text} of one mesh written with every comment and layout construct its
+    format allows: OFF with `#` lines after the count line, blank lines and
+    comments after values; OFF with its counts on the keyword line; OBJ with comments and
+    a backslash continuation; ASCII PLY with header comments."""
+    vertex_lines = [f"{x} {y} {z}" for x, y, z in vertices]
+    face_lines = [f"3 {a} {b} {c}" for a, b, c in faces]
+    off = ["OFF", f"{len(vertices)} {len(faces)} 0", "# written by hand", "# the vertices",
+           ""] + [f"{line}  # vertex {i}" for i, line in enumerate(vertex_lines)] + [
+        "", "# the faces"] + face_lines + ["# end"]
+    obj = ["# an OBJ", "o part"] + [f"v {line} # v" for line in vertex_lines[:-1]] + [
+        "v " + vertex_lines[-1].replace(" ", " \\\n", 1)] + [
+        f"f {a + 1} {b + 1} {c + 1}" for a, b, c in faces]
+    ply = ascii_ply_text(vertices, faces).replace(
+        "format ascii 1.0\n", "format ascii 1.0\ncomment made by hand\nobj_info demo\n")
+    return {"off_comments.off": "\n".join(off) + "\n",
+            "off_inline.off": f"OFF {len(vertices)} {len(faces)} 0\n" + "\n".join(
+                vertex_lines + face_lines) + "\n",
+            "obj_comments.obj": "\n".join(obj) + "\n", "ply_comments.ply": ply}
+
+
+def test_comments_blank_lines_and_continuations_are_read_not_counted(tmp_path, capsys):
+    sphere = trimesh.creation.icosphere(1)
+    vertices, faces = np.round(sphere.vertices, 4), sphere.faces
+    labels = (vertices[:, 0] > 0).astype(int)
+    (tmp_path / "meshes").mkdir()
+    (tmp_path / "labels").mkdir()
+    files = _commented_files(vertices, faces)
+    for name, text in files.items():
+        (tmp_path / "meshes" / name).write_text(text)
+        np.savetxt(tmp_path / "labels" / f"{Path(name).stem}.txt", labels, fmt="%d")
+    (tmp_path / "train.txt").write_text("\n".join(files) + "\n")
+    # A cut file stays refused with both counts when comments surround its lines.
+    cut = files["off_comments.off"].replace(f"{len(vertices)} {len(faces)} 0",
+                                        f"{len(vertices)} {len(faces) + 3} 0")
+    (tmp_path / "meshes" / "cut.off").write_text(cut)
+    np.savetxt(tmp_path / "labels" / "cut.txt", labels, fmt="%d")
+    (tmp_path / "with_cut.txt").write_text("cut.off\n")
+    main(["--meshes", str(tmp_path / "meshes"), "--labels", str(tmp_path / "labels"),
+          "--split-file", str(tmp_path / "train.txt"), "--out", str(tmp_path / "out" / "train"),
+          "--num-shards", "1", "--workers", "1"])
+    shard = capsys.readouterr().out.split()[0]
+    meshes = _read_meshes([shard])
+    assert len(meshes) == len(files) == 4
+    for mesh in meshes:
+        np.testing.assert_allclose(mesh["vertices"], vertices, atol=1e-6)
+        np.testing.assert_array_equal(np.sort(np.sort(mesh["triangles"], 1), 0),
+                                      np.sort(np.sort(faces, 1), 0))
+        np.testing.assert_array_equal(mesh["labels"], labels)
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--meshes", str(tmp_path / "meshes"), "--labels", str(tmp_path / "labels"),
+              "--split-file", str(tmp_path / "with_cut.txt"), "--out", str(tmp_path / "cut"),
+              "--num-shards", "1", "--workers", "1", "--strict"])
+    assert exit_info.value.code == DataError.exit_code
+    assert f"{len(faces) + 3} faces declared, {len(faces)} read" in capsys.readouterr().err

@@ -237,7 +237,7 @@ def test_label_files_in_npy_int64_and_float64_are_cast(tmp_path):
         assert labels.dtype == np.int64
         np.testing.assert_array_equal(labels, [0, 3, 2])
     np.save(tmp_path / "c.npy", np.array([0.5]))
-    with pytest.raises(InvalidMeshError, match="not all integers"):
+    with pytest.raises(InvalidMeshError, match="label 0.5 at index 0 is not an integer"):
         load_label_file(tmp_path / "c.npy")
 
 

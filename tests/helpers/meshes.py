@@ -1,5 +1,6 @@
 """Small mesh files for the tests."""
 
+import numpy as np
 import trimesh
 
 # An OBJ whose position 1 is used with two texture coordinates (a seam) and whose
@@ -68,3 +69,21 @@ def write_cut_meshes(folder) -> list:
     (folder / "faces_cut_binary.ply").write_bytes(binary_ply[:-30 * 13])  # 13 bytes a face
     return [folder / name for name in ("faces_cut.off", "faces_cut.ply", "vertices_cut.off",
                                        "triangles_cut.stl", "faces_cut_binary.ply")]
+
+
+def write_sphere_folder(root) -> list:
+    """Four labelled icospheres (42 vertices) in a mesh folder laid out as
+    conf/data/rna_sample.yaml with `data.meshes=.`: `s<i>.ply`, `labels/s<i>.txt` (the sign
+    of x), train.txt (3 meshes) and test.txt (1); returns the mesh paths."""
+    (root / "labels").mkdir(parents=True)
+    paths = []
+    for index in range(4):
+        sphere = trimesh.creation.icosphere(1)
+        vertices = sphere.vertices * (1 + 0.2 * index)
+        path = root / f"s{index}.ply"
+        trimesh.Trimesh(vertices, sphere.faces, process=False).export(path)
+        np.savetxt(root / "labels" / f"s{index}.txt", (vertices[:, 0] > 0).astype(int), fmt="%d")
+        paths.append(path)
+    (root / "train.txt").write_text("s0.ply\ns1.ply\ns2.ply\n")
+    (root / "test.txt").write_text("s3.ply\n")
+    return paths

@@ -12,14 +12,17 @@ slow. A case marked `before_tensorflow` must fail before the tool imports Tensor
 import os
 import subprocess
 import sys
+import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import numpy as np
 import pytest
+import trimesh
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from helpers.runs import CONFIG_DIR
+from helpers.runs import CONFIG_DIR, PROJECT
 from meshseg.console import is_native_log_line
 from meshseg.train.rundir import RUN_CONFIG
 from meshseg.train.summary import RunSummary
@@ -31,6 +34,9 @@ BENCH = "meshseg.tools.bench"
 INPUT_BOUND = "meshseg.tools.input_bound"
 THROUGHPUT = "meshseg.tools.throughput"
 DOWNLOAD = "meshseg.data.download"
+BASELINE = "meshseg.tools.baseline"
+BASELINE_DATA = ("data=rna_sample data.root=. data.meshes=meshes data.labels=labels "
+                 "data.label_offset=0 data.num_classes=2")
 TETRAHEDRON_OFF = "OFF\n4 4 0\n0 0 0\n1 0 0\n0 1 0\n0 0 1\n3 0 1 2\n3 0 1 3\n3 0 2 3\n3 1 2 3\n"
 CONVERT_ARGS = "--meshes meshes --labels labels --out out/train --num-shards 1"
 
@@ -95,6 +101,49 @@ CASES = [
     case("convert-no-valid-mesh", CONVERT, f"{CONVERT_ARGS} --split-file bad.txt --workers 1",
          4, "no valid mesh", "bad.off", before_tensorflow=False),
 
+    # Inputs are never outputs, --overwrite or not: the mesh, the label file (by path or
+    # through a symlinked folder), a baseline's predictions over its data's labels.
+    case("predict-out-replaces-the-mesh", PREDICT,
+         "run meshes/good.ply --out meshes --overwrite", 2, "would write meshes/good.ply",
+         "the mesh meshes/good.ply"),
+    case("predict-out-replaces-the-labels", PREDICT,
+         "run meshes/good.off --labels-dir labels --out labels --overwrite", 2,
+         "would write labels/good.txt", "the label file labels/good.txt"),
+    case("predict-out-links-to-the-labels", PREDICT,
+         "run meshes/good.off --labels-dir labels --out labels_link --overwrite", 2,
+         "would write labels_link/good.txt", "label file labels/good.txt"),
+    case("baseline-predictions-replace-the-labels", BASELINE,
+         f"{BASELINE_DATA} --predictions labels", 2, "--predictions: would write "
+         "labels/good.txt", "label file", before_tensorflow=False),
+    # Foreign files: text that is not UTF-8 (a split file, a label file, an OFF comment),
+    # label arrays that are not int32 integers, a damaged model.keras.
+    case("convert-split-file-not-utf8", CONVERT, f"{CONVERT_ARGS} --split-file cp1252.txt",
+         4, "cp1252.txt: line 2: not UTF-8 text (byte 0xe8 at column 3)"),
+    case("convert-label-text-not-utf8", CONVERT,
+         f"{CONVERT_ARGS} --split-file latin_labels.txt --strict --workers 1", 4,
+         "latin_labels.off", "labels/latin_labels.txt: line 3: not UTF-8 text",
+         before_tensorflow=False),
+    case("convert-off-comment-not-utf8", CONVERT,
+         f"{CONVERT_ARGS} --split-file latin_mesh.txt --strict --workers 1", 4,
+         "latin_mesh.off: line 2: not UTF-8 text (byte 0xe8", before_tensorflow=False),
+    case("convert-labels-hold-strings", CONVERT,
+         f"{CONVERT_ARGS} --split-file strings.txt --strict --workers 1", 4,
+         "labels/strings.npy", "hold strings", before_tensorflow=False),
+    case("convert-labels-hold-complex-numbers", CONVERT,
+         f"{CONVERT_ARGS} --split-file complex.txt --strict --workers 1", 4,
+         "labels/complex.npy", "hold complex numbers", before_tensorflow=False),
+    case("convert-labels-beyond-int32", CONVERT,
+         f"{CONVERT_ARGS} --split-file huge.txt --strict --workers 1", 4,
+         "labels/huge.npy", "label 1e+20 at index 2 is outside int32", before_tensorflow=False),
+    case("predict-model-cut-in-half", PREDICT, "run_cut_model meshes/good.off", 4,
+         "run_cut_model/model.keras is damaged", "not a whole zip archive"),
+    case("predict-model-not-a-zip", PREDICT, "run meshes/good.off --out fresh", 4,
+         "run/model.keras is damaged"),
+    case("predict-model-missing-its-weights", PREDICT, "run_no_weights meshes/good.off", 4,
+         "run_no_weights/model.keras is damaged", "no model.weights.h5"),
+    case("predict-test-split-model-cut-in-half", PREDICT, "run_cut_model --test-split", 4,
+         "run_cut_model/model.keras is damaged", before_tensorflow=False),
+
     case("predict-missing-run-dir", PREDICT, "nope meshes/good.off", 2, "run_dir nope",
          "no such folder"),
     case("predict-folder-without-a-run", PREDICT, "empty meshes/good.off", 2,
@@ -157,7 +206,7 @@ CASES = [
 
 def _write_finished_run(run_dir, with_model: bool) -> None:
     """A run directory as a finished run leaves it (settings and summary), with an
-    empty `model.keras` when `with_model` (the command-line checks only look for it)."""
+    empty `model.keras` when `with_model` (not a zip: a damaged model)."""
     os.makedirs(run_dir)
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         OmegaConf.save(compose(config_name="train"), os.path.join(run_dir, RUN_CONFIG))
@@ -188,7 +237,40 @@ def workspace(tmp_path_factory):
     (root / "bad_summary" / "summary.json").write_text('{"steps": 3}')
     _write_finished_run(root / "run", with_model=True)
     _write_finished_run(root / "run_without_model", with_model=False)
+    _write_foreign_files(root)
     return root
+
+
+def _write_foreign_files(root) -> None:
+    """The workspace's files meshseg did not write (see the cases): a PLY mesh, a symlink to
+    the labels, text in cp1252, label arrays that are not int32 integers, and runs whose
+    model.keras is the shipped one cut in half or rewritten without its weights."""
+    trimesh.load(root / "meshes" / "good.off", process=False).export(root / "meshes" / "good.ply")
+    (root / "labels_link").symlink_to(root / "labels")
+    (root / "test.txt").write_text("good.off\n")
+    (root / "cp1252.txt").write_bytes(b"good.off\npi\xe8ce.off\n")
+    (root / "meshes" / "latin_labels.off").write_text(TETRAHEDRON_OFF)
+    (root / "labels" / "latin_labels.txt").write_bytes(b"0\n1\n\xe9\n1\n")
+    (root / "meshes" / "latin_mesh.off").write_bytes(
+        TETRAHEDRON_OFF.replace("OFF\n", "OFF\n# pi\xe8ce\n").encode("cp1252"))
+    (root / "labels" / "latin_mesh.txt").write_text("0\n1\n0\n1\n")
+    arrays = {"strings": np.array(["0", "1", "0", "1"]), "complex": np.array([0, 1, 0, 1j]),
+              "huge": np.array([0.0, 1.0, 1e20, 1.0])}
+    for stem, array in arrays.items():
+        (root / "meshes" / f"{stem}.off").write_text(TETRAHEDRON_OFF)
+        np.save(root / "labels" / f"{stem}.npy", array)
+    for stem in ("latin_labels", "latin_mesh", *arrays):
+        (root / f"{stem}.txt").write_text(f"{stem}.off\n")
+    shipped = PROJECT / "meshseg" / "pretrained" / "rna" / "model.keras"
+    for name in ("run_cut_model", "run_no_weights"):
+        _write_finished_run(root / name, with_model=False)
+    data = shipped.read_bytes()
+    (root / "run_cut_model" / "model.keras").write_bytes(data[:len(data) // 2])
+    with zipfile.ZipFile(shipped) as source, zipfile.ZipFile(
+            root / "run_no_weights" / "model.keras", "w") as target:
+        for name in source.namelist():
+            if name != "model.weights.h5":
+                target.writestr(name, source.read(name))
 
 
 @pytest.fixture(scope="module")

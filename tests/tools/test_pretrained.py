@@ -4,6 +4,7 @@
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,18 @@ def test_a_model_above_the_size_limit_or_a_mesh_list_without_a_run_is_refused(
     assert exit_info.value.code == 2
     assert capsys.readouterr().err == ("error: give a run directory and at least one mesh "
                                        "file, or --pretrained NAME and mesh files\n")
+
+
+def test_packaging_a_shipped_model_onto_itself_is_refused_and_leaves_it_whole(
+        run_and_sample, tmp_path):
+    run_dir, sample = run_and_sample
+    shipped = tmp_path / "shipped" / "tiny"
+    shutil.copytree(run_dir, shipped)
+    before = {p.name: p.read_bytes() for p in shipped.iterdir() if p.is_file()}
+    with pytest.raises(ConfigError, match=f"--name: would write {shipped}/model.keras, which "
+                                          f"is the run file {shipped}/model.keras"):
+        pretrained.package(str(shipped), "tiny", sample, into=tmp_path / "shipped")
+    assert {p.name: p.read_bytes() for p in shipped.iterdir() if p.is_file()} == before
 
 
 @pytest.mark.slow

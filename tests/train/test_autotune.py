@@ -1,10 +1,18 @@
-"""impl=auto times the candidates once per batch shape and keeps the fastest."""
+"""impl=auto times the candidates once per batch shape and keeps the fastest; a run survives
+every damaged cache it reads."""
 
 import json
+import re
+import subprocess
+import sys
 
+import numpy as np
 import pytest
 
-from helpers.runs import tiny_config, train_tiny
+from helpers.meshes import write_sphere_folder
+from helpers.runs import PROJECT, tiny_config, train_tiny
+from meshseg.data import descriptor_cache
+from meshseg.data.meshfiles import file_sha256, load_geometry
 from meshseg.train import autotune
 from meshseg.data.pipeline import make_dataset
 
@@ -84,3 +92,51 @@ def test_on_a_gpu_auto_refuses_when_every_candidate_crosses_to_the_host(tiny_dat
     with pytest.raises(autotune.ConfigError, match="runs ops on the host of this GPU"):
         autotune.choose_impl(features, labels, False, 6, MODEL, ["gather_matmul"], 1,
                              str(tmp_path / "autotune.json"))
+
+
+@pytest.mark.slow
+def test_train_py_names_each_damaged_cache_and_rebuilds_it(tmp_path):
+    """Every cache a run reads, damaged as a crash or a full disk leaves it: the impl=auto
+    timing cache cut mid-write, descriptor cache entries cut in half, not a zip, and
+    missing an array, and the conversion cache's stamp cut. train.py warns once per
+    damaged file, naming it, rebuilds each, and trains."""
+    meshes = write_sphere_folder(tmp_path / "spheres")
+    descriptors = tmp_path / "descriptors"
+    entries = []
+    for path in meshes[:3]:
+        geometry = load_geometry(path)
+        descriptor_cache.mesh_descriptors(geometry.vertices, geometry.triangles,
+                                          file_sha256(path), descriptors)
+        entries.append(descriptor_cache.cache_file(descriptors, file_sha256(path)))
+    entries[0].write_bytes(entries[0].read_bytes()[:len(entries[0].read_bytes()) // 2])
+    entries[1].write_text("not an archive")
+    with np.load(entries[2]) as stored:
+        np.savez(entries[2], xyz=stored["xyz"], normals=stored["normals"])  # no "hks"
+    timing_cache = tmp_path / "autotune.json"
+    timing_cache.write_text(json.dumps({"shapes|jit=False": {"gather_matmul": 12.5,
+                                                             "block_sparse": 9.0}})[:30])
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "stamp.json").write_text('{"files": {"s0.ply": "ab')
+    result = subprocess.run(
+        [sys.executable, "train.py", "data=rna_sample", f"data.root={tmp_path / 'spheres'}",
+         "data.meshes=.", "data.label_offset=0", "data.num_classes=2",
+         "data.features=[xyz,hks]", "data.levels=0", f"data.cache_dir={tmp_path / 'cache'}",
+         f"data.descriptor_cache={descriptors}", "data.convert_workers=2", "data.batch_size=2",
+         "model=demo", "model.conv_channels=[8,8]", "model.hidden_channels=16", "steps=2",
+         "eval_every=2", "impl=auto", "impl.candidates=[gather_matmul,block_sparse]",
+         "impl.timing_steps=1", f"impl.cache_file={timing_cache}",
+         f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=PROJECT, capture_output=True, text=True, timeout=600)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert "Traceback" not in output
+    for damaged in (timing_cache, *entries, tmp_path / "cache" / "stamp.json"):
+        assert len(re.findall(f"{re.escape(str(damaged))} is damaged .*computing it again",
+                              output)) == 1, (damaged, output[-3000:])
+    (timings,) = json.loads(timing_cache.read_text()).values()
+    assert set(timings) == {"gather_matmul", "block_sparse"}
+    for entry, path in zip(entries, meshes):
+        with np.load(entry) as stored:
+            assert stored["hks"].shape == (len(load_geometry(path).vertices), 16)
+    assert json.loads((tmp_path / "cache" / "stamp.json").read_text())["files"]
+    assert not list(tmp_path.rglob("*.tmp"))  # no temporary left beside any entry

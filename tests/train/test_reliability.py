@@ -14,6 +14,7 @@ import tensorflow as tf
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
+from helpers.meshes import write_sphere_folder
 from helpers.records import non_finite_tetrahedron_record
 from helpers.runs import (PROJECT, final_weights, scalars, tiny_config, train_command,
                           train_py, train_tiny)
@@ -303,6 +304,38 @@ def test_train_py_exits_with_the_status_of_each_error_class(tiny_dataset, tmp_pa
         assert result.returncode == status, output[-2000:]
         assert message in output and "Traceback" not in output
     assert not (tmp_path / "run0" / "train").exists()  # a data error stops before training
+
+
+def _split_in_cp1252(root) -> None:
+    (root / "train.txt").write_bytes(b"s0.ply\ns1.ply\npi\xe8ce.ply\n")
+
+
+def _complex_labels(root) -> None:
+    (root / "labels" / "s1.txt").unlink()
+    np.save(root / "labels" / "s1.npy", np.ones(42) * 1j)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage, message", [
+    (_split_in_cp1252, "train.txt: line 3: not UTF-8 text (byte 0xe8 at column 3)"),
+    (_complex_labels, "s1.npy: labels hold complex numbers (complex128), not integers"),
+])
+def test_train_py_on_a_mesh_folder_names_a_foreign_file_it_cannot_read(damage, message,
+                                                                       tmp_path):
+    write_sphere_folder(tmp_path / "spheres")
+    damage(tmp_path / "spheres")
+    result = subprocess.run(
+        [sys.executable, "train.py", "data=rna_sample", f"data.root={tmp_path / 'spheres'}",
+         "data.meshes=.", "data.label_offset=0", "data.num_classes=2", "data.features=[xyz]",
+         "data.levels=0", f"data.cache_dir={tmp_path / 'cache'}", "data.convert_workers=1",
+         "model=demo", "steps=2", f"hydra.run.dir={tmp_path / 'run'}"],
+        cwd=PROJECT, capture_output=True, text=True, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == DataError.exit_code, output[-2000:]
+    assert "Traceback" not in output
+    (line,) = [line for line in output.splitlines() if message in line]  # one line
+    assert "ERROR" in line
+    assert not (tmp_path / "cache").exists() or not any((tmp_path / "cache").iterdir())
 
 
 def test_resume_refuses_a_folder_that_holds_no_run(tiny_dataset, tmp_path):
