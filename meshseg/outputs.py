@@ -115,17 +115,18 @@ def temporary_name(path: str) -> str:
     return os.path.join(folder, f".{stem}.{os.getpid()}.tmp{extension}")
 
 
-def write_atomically(path: str, write: Callable[[str], None], what: str = "") -> str:
+def write_atomically(path: str, write: Callable[[str], None], what: str = "",
+                     hint: str = "") -> str:
     """Writes the file `path` whole: `write(temporary)` writes it under
     `temporary_name(path)`, which is then renamed over `path`. Returns `path`.
 
     Raises:
-      OutputError: if it cannot be written (see `writing`); the temporary is removed and
-        an earlier `path` stays as it was.
+      OutputError: if it cannot be written (see `writing`, which adds `hint`); the
+        temporary is removed and an earlier `path` stays as it was.
     """
     path = os.fspath(path)
     temporary = temporary_name(path)
-    with writing(path, what):
+    with writing(path, what, hint):
         try:
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             write(temporary)

@@ -10,7 +10,6 @@ data set whose baseline ran converts in seconds and vice versa. NumPy only.
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Optional
 
@@ -18,6 +17,7 @@ import numpy as np
 
 from meshseg.config import feature_widths
 from meshseg.data.descriptors import heat_kernel_signature, normalized_positions, vertex_normals
+from meshseg.outputs import write_atomically
 
 HKS_SETTINGS = {"num_times": feature_widths()["hks"], "t_min": 0.01, "t_max": 2.0,
                 "num_eigenpairs": 128}
@@ -63,8 +63,6 @@ def mesh_descriptors(vertices: np.ndarray, triangles: np.ndarray,
                    "hks": heat_kernel_signature(vertices, triangles, **HKS_SETTINGS),
                    "normals": vertex_normals(vertices, triangles)}
     if cached is not None:
-        cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_suffix(f".{os.getpid()}.partial.npz")
-        np.savez(partial, **descriptors)
-        os.replace(partial, cached)
+        write_atomically(str(cached), lambda path: np.savez(path, **descriptors),
+                         "the descriptor cache")
     return descriptors

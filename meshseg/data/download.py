@@ -48,6 +48,7 @@ from meshseg.config import composed_config
 from meshseg.data.datasets import DATASETS, Archive, Dataset, manifest_entries
 from meshseg.data.meshfiles import file_sha256
 from meshseg.errors import ConfigError, DataError
+from meshseg.outputs import writing
 
 DOWNLOADS = ".downloads"
 RECORD = "download.json"
@@ -305,7 +306,8 @@ def main(argv: Optional[list] = None) -> None:
     print(f"{dataset.name}: {dataset.title}\nlicence: {dataset.license} ({dataset.homepage})")
     if dataset.terms:
         print(f"terms: {dataset.terms}")
-    folder = download(dataset, Path(args.root), args.accept_license)
+    with writing(args.root, f"the {dataset.name} data set"):
+        folder = download(dataset, Path(args.root), args.accept_license)
     if not args.no_convert:
         convert(dataset, folder)
     print(f"train: {train_command(dataset, folder)}")

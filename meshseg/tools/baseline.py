@@ -51,7 +51,6 @@ or path, 4 for a mesh or label file that is missing or invalid (named).
 """
 
 import argparse
-import json
 import os
 import shlex
 import sys
@@ -70,6 +69,7 @@ from meshseg.data.descriptor_cache import mesh_descriptors as cached_descriptors
 from meshseg.data.meshfiles import file_sha256, load_geometry, load_label_file
 from meshseg.data.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
+from meshseg.outputs import write_atomically, write_json
 
 FEATURES = DESCRIPTORS + ("xyz_fourier",)
 CLASSIFIERS = ("hist_gradient_boosting", "mlp", "nearest_mesh")
@@ -278,9 +278,9 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
         predicted = model.predict(mesh_inputs).astype(np.int64)
         np.add.at(confusion, (true, predicted), 1)
         if predictions_dir is not None:
-            predictions_dir.mkdir(parents=True, exist_ok=True)
-            np.savetxt(predictions_dir / f"{mesh_path.stem}.txt",
-                       predicted - data.label_offset, fmt="%d")
+            write_atomically(str(predictions_dir / f"{mesh_path.stem}.txt"),
+                             lambda path: np.savetxt(path, predicted - data.label_offset,
+                                                     fmt="%d"), "the predicted labels")
     train_histogram = np.bincount(np.concatenate(train_classes), minlength=num_classes)
     start_tensorflow_quietly()
     from meshseg.train.evaluate import scores
@@ -365,7 +365,7 @@ def main(argv=None) -> None:
           f"{result['wall_s']:.0f} s)")
     print(markdown_row(result, command_line))
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.out, result, indent=2)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from typing import Dict, List, Optional
 from meshseg.cli import command, existing_dir
 from meshseg.console import start_tensorflow_quietly
 from meshseg.errors import ConfigError
+from meshseg.outputs import write_atomically, write_json
 from meshseg.tools.predict import PRETRAINED_DIR, load_run_config, predict_files
 from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG, SUMMARY_FILE
 from meshseg.train.summary import RunSummary
@@ -139,9 +140,9 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
         raise ConfigError(f"{model} is {mib:.1f} MiB, above --max-mib {max_mib:g}")
     check_held_out(run_dir, sample_meshes(sample))
     target = into / name
-    target.mkdir(parents=True, exist_ok=True)
     for file in (MODEL_FILE, RUN_CONFIG):
-        shutil.copy(Path(run_dir) / file, target / file)
+        write_atomically(str(target / file),
+                         lambda path, file=file: shutil.copy(Path(run_dir) / file, path))
     shipped_summary(summary).save(str(target))
     results = {
         "command": training_command(run_dir), "steps": summary.steps,
@@ -151,7 +152,7 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
         "model_mib": round(mib, 2),
         "sample": {"folder": os.path.relpath(sample), **sample_accuracy(str(target), sample)},
     }
-    (target / RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n")
+    write_json(str(target / RESULTS_FILE), results, indent=2)
     return target
 
 

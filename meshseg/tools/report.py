@@ -31,6 +31,7 @@ from omegaconf import DictConfig
 from meshseg.cli import command, existing_dir, output_dir
 from meshseg.console import start_tensorflow_quietly
 from meshseg.errors import ConfigError
+from meshseg.outputs import make_dirs, write_atomically, write_text
 from meshseg.train.rundir import SUMMARY_FILE
 from meshseg.train.summary import load_run
 
@@ -188,19 +189,19 @@ def write_report(root: str, out_dir: Optional[str] = None) -> Dict[str, str]:
 
     Raises:
       ConfigError: from `load_records`, before anything is written.
+      OutputError: if a file cannot be written, naming it (`meshseg.outputs`).
     """
     out_dir = out_dir or root
     records = load_records(root)
-    os.makedirs(out_dir, exist_ok=True)
+    make_dirs(out_dir)
     table = format_table(records)
     figures = (plot_step_time_vs_accuracy, plot_loss_curves, plot_step_time_box)
     paths = {"table": table, "report": os.path.join(out_dir, "report.md")}
     for name, plot in zip(PLOTS, figures):
-        paths[name] = os.path.join(out_dir, name)
-        plot(records).savefig(paths[name], dpi=100)
-    with open(paths["report"], "w") as f:
-        f.write(f"# Runs under `{root}`\n\n{table}\n\n")
-        f.write("".join(f"![{name[:-4]}]({name})\n\n" for name in PLOTS))
+        paths[name] = write_atomically(os.path.join(out_dir, name),
+                                       lambda path: plot(records).savefig(path, dpi=100))
+    write_text(paths["report"], f"# Runs under `{root}`\n\n{table}\n\n"
+               + "".join(f"![{name[:-4]}]({name})\n\n" for name in PLOTS))
     return paths
 
 

@@ -9,6 +9,7 @@ import keras
 import tensorflow as tf
 
 from meshseg.nn.networks import build_network
+from meshseg.outputs import write_json
 from meshseg.train.step import TrainStep, median_step_ms
 
 log = logging.getLogger(__name__)
@@ -63,10 +64,7 @@ def choose_impl(features, labels, jit: bool, num_classes: int, model_kwargs: Dic
             if impl not in timings:
                 timings[impl] = time_step(impl, features, labels, jit, num_classes, model_kwargs, steps)
         cache[key] = timings
-        os.makedirs(os.path.dirname(os.path.abspath(cache_file)), exist_ok=True)
-        with open(cache_file + ".tmp", "w") as f:
-            json.dump(cache, f, indent=1)
-        os.replace(cache_file + ".tmp", cache_file)
+        write_json(cache_file, cache, "the impl=auto timing cache")
         log.info("impl=auto: measured step times %s", _format(timings, candidates))
     best = min(candidates, key=timings.__getitem__)
     log.info("impl=auto chose %s", best)
