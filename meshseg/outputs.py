@@ -81,7 +81,8 @@ def check_output_dir(path: str, name: str = "") -> str:
 
     Raises:
       ConfigError: "<name>: <folder> is a file, not a folder" or
-        "<name>: <folder> is not writable (Permission denied)".
+        "<name>: <folder> is not writable (Permission denied)" (or "(Read-only file
+        system)").
     """
     name = name or str(path)
     parent = os.path.realpath(path)
@@ -89,8 +90,11 @@ def check_output_dir(path: str, name: str = "") -> str:
         parent = os.path.dirname(parent)
     if not os.path.isdir(parent):
         raise ConfigError(f"{name}: {parent} is a file, not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
-        raise ConfigError(f"{name}: {parent} is not writable ({os.strerror(errno.EACCES)})")
+    if not os.access(parent, os.W_OK | os.X_OK,
+                     effective_ids=os.access in os.supports_effective_ids):
+        read_only = os.statvfs(parent).f_flag & os.ST_RDONLY
+        cause = os.strerror(errno.EROFS if read_only else errno.EACCES)
+        raise ConfigError(f"{name}: {parent} is not writable ({cause})")
     return path
 
 

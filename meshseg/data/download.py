@@ -45,6 +45,7 @@ from tqdm.auto import tqdm
 
 from meshseg.cli import command, output_dir
 from meshseg.config import composed_config
+from meshseg.console import hydra_override, shell_command
 from meshseg.data.datasets import DATASETS, Archive, Dataset, manifest_entries
 from meshseg.data.meshfiles import file_sha256
 from meshseg.errors import ConfigError, DataError
@@ -256,10 +257,10 @@ def train_command(dataset, folder: Path) -> str:
     """The train.py command that trains on `dataset` downloaded to `folder`: its experiment,
     and `data.root` and the data set's overrides where the experiment's own root is
     another copy (it has overrides, or `folder` is not `datasets/<name>`)."""
-    root_override = ("" if folder == Path("datasets") / dataset.name and not dataset.overrides
-                     else f" data.root={folder}")
-    return (f"python train.py experiment={dataset.experiment}{root_override}"
-            + "".join(f" {override}" for override in dataset.overrides))
+    root_override = ([] if folder == Path("datasets") / dataset.name and not dataset.overrides
+                     else [hydra_override("data.root", str(folder))])
+    return shell_command(["python", "train.py", f"experiment={dataset.experiment}",
+                          *root_override, *dataset.overrides])
 
 
 def list_datasets() -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from meshseg.cli import command, existing_dir
-from meshseg.console import start_tensorflow_quietly
+from meshseg.console import shell_command, start_tensorflow_quietly
 from meshseg.errors import ConfigError
 from meshseg.outputs import write_atomically, write_json
 from meshseg.tools.predict import PRETRAINED_DIR, load_run_config, predict_files
@@ -104,7 +104,7 @@ def training_command(run_dir: str) -> str:
     path = Path(run_dir) / ".hydra" / "overrides.yaml"
     overrides = [o for o in OmegaConf.load(path) if not o.startswith("hydra.")] \
         if path.exists() else []
-    return " ".join(["python train.py", *overrides])
+    return shell_command(["python", "train.py", *overrides])
 
 
 def shipped_summary(summary: RunSummary) -> RunSummary:

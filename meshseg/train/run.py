@@ -20,7 +20,7 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 
 from meshseg.config import LossConfig, ModelConfig, OptimizerConfig, TrainConfig, checked_config
-from meshseg.console import runnable_command
+from meshseg.console import runnable_command, shell_command
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import sample_meshes
 from meshseg.data.sources import DataInfo, build_datasets, evaluation_dataset
@@ -354,5 +354,6 @@ def log_results(run_dir: str, summary: RunSummary) -> None:
     log.info("outputs: %s, %s, %s/, train/ and eval/ event files", MODEL_FILE, SUMMARY_FILE,
              CHECKPOINT_DIR)
     relative = os.path.relpath(run_dir)
-    log.info("curves and meshes: %s --logdir %s", runnable_command("tensorboard"),
-             run_dir if relative.startswith("..") else relative)
+    log.info("curves and meshes: %s", shell_command([
+        runnable_command("tensorboard"), "--logdir",
+        run_dir if relative.startswith("..") else relative]))

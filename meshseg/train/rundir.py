@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
 from meshseg.config import TrainConfig, check_data_paths, check_overrides, checked_config
+from meshseg.console import hydra_override
 from meshseg.errors import ConfigError, MeshsegError, RunDirError
 from meshseg.outputs import check_output_dir, write_atomically, write_json
 from meshseg.train.slurm import slurm_step
@@ -268,13 +269,8 @@ def claim_sweep_dir(config: DictConfig) -> str:
     sweep_dir = new_run_dir(str(config.hydra.sweep.dir))
     with read_write(config.hydra), open_dict(config.hydra):
         config.hydra.sweep.dir = sweep_dir
-        config.hydra.overrides.hydra.append(f"hydra.sweep.dir={_quoted(sweep_dir)}")
+        config.hydra.overrides.hydra.append(hydra_override("hydra.sweep.dir", sweep_dir))
     return sweep_dir
-
-
-def _quoted(value: str) -> str:
-    """`value` as a quoted string of Hydra's override grammar."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 class RunDirCheck(Callback):
