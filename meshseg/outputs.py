@@ -14,8 +14,8 @@
   sees the last good version or the new one, never a part; the temporary is removed when
   writing fails.
 - `make_dirs`: `os.makedirs` with the umask's permissions, its failure one line.
-- `replace_dir`: puts a finished folder in the place of an older one, never deleting
-  through a symlink.
+- `temporary_dir` and `replace_dir`: a folder built aside (with the umask's
+  permissions), then put in the place of an older one, never deleting through a symlink.
 
 Nothing here imports TensorFlow: its errors are recognised by the strerror text they carry.
 """
@@ -25,6 +25,7 @@ import errno
 import json
 import os
 import shutil
+import tempfile
 from typing import Callable, Iterator, Optional
 
 from meshseg.errors import ConfigError, OutputError
@@ -155,6 +156,22 @@ def write_text(path: str, text: str, what: str = "") -> str:
 def write_json(path: str, value, what: str = "", indent: int = 1) -> str:
     """`write_atomically` of `value` as JSON (a trailing newline)."""
     return write_text(path, json.dumps(value, indent=indent) + "\n", what)
+
+
+def temporary_dir(parent: str, prefix: str) -> str:
+    """A new, uniquely named folder in `parent` (`tempfile.mkdtemp`) with the umask's
+    permissions rather than mkdtemp's 0700, as it becomes an output when renamed
+    (`replace_dir`); returns its path.
+
+    Raises:
+      OutputError: "<parent>: cannot write the folder: <cause>".
+    """
+    with writing(parent, "the folder"):
+        path = tempfile.mkdtemp(prefix=prefix, dir=parent)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(path, 0o777 & ~umask)
+    return path
 
 
 def replace_dir(new: str, old: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 import trimesh
 
 from helpers.filesystems import fill, run_as_nobody, tmpfs
-from helpers.runs import tiny_config, train_tiny
+from helpers.runs import PROJECT, tiny_config, train_command, train_tiny
 from meshseg.tools.predict import read_meshes
 from meshseg.errors import OutputError
 from meshseg.outputs import write_atomically, write_failure_cause, writing
@@ -135,3 +135,18 @@ def test_a_full_disk_while_writing_a_report_ends_in_one_line(trained_run):
         assert last_error(result) == (f"error: {folder / 'step_time_vs_accuracy.png'}: cannot "
                                       "write: No space left on device")
         assert os.listdir(folder) == ["filler"]
+
+
+@pytest.mark.parametrize("setting", ["hydra.run.dir", "hydra.sweep.dir"])
+def test_train_py_refuses_a_read_only_run_or_sweep_directory_before_it_starts(
+        setting, tiny_dataset):
+    with tmpfs("1m", read_only=True) as read_only:
+        command = [arg for arg in train_command(tiny_dataset, None, "steps=1")
+                   if arg != "hydra.run.dir=None"] + [f"{setting}={read_only}/run"]
+        if setting == "hydra.sweep.dir":
+            command.insert(2, "-m")
+        result = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True,
+                                timeout=300)
+        assert result.returncode == 2, result.stderr[-3000:]
+        assert last_error(result) == (f"error: {setting}={read_only}/run: {read_only} is not "
+                                      "writable (Read-only file system)")

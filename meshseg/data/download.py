@@ -49,7 +49,7 @@ from meshseg.console import hydra_override, shell_command
 from meshseg.data.datasets import DATASETS, Archive, Dataset, manifest_entries
 from meshseg.data.meshfiles import file_sha256
 from meshseg.errors import ConfigError, DataError
-from meshseg.outputs import writing
+from meshseg.outputs import temporary_dir, writing
 
 DOWNLOADS = ".downloads"
 RECORD = "download.json"
@@ -201,7 +201,7 @@ def download(dataset: Dataset, root: Path, accept_license: bool = False,
         raise ConfigError(f"{dataset.name}: {dataset.terms} Rerun with --accept-license to "
                           "accept these terms")
     root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dataset.name}.partial-", dir=root))
+    staging = Path(temporary_dir(str(root), f".{dataset.name}.partial-"))
     try:
         sources = []
         for archive in dataset.archives:

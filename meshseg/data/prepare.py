@@ -25,7 +25,6 @@ import fcntl
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -37,7 +36,8 @@ from meshseg.data.derived import stored_features
 from meshseg.data.manifest import MANIFEST_FORMAT
 from meshseg.data.meshfiles import file_sha256
 from meshseg.errors import ConfigError
-from meshseg.outputs import check_output_dir, make_dirs, replace_dir, write_text, writing
+from meshseg.outputs import (check_output_dir, make_dirs, replace_dir, temporary_dir, write_text,
+                             writing)
 
 STAMP_NAME = "stamp.json"
 SPLITS = ("train", "test")
@@ -237,7 +237,7 @@ def _build(source: MeshFolder, pairs: dict, shards: dict, stamp: dict, cache_dir
         raise ConfigError(f"{cache_dir} is not empty and is not a meshseg conversion cache")
     with writing(str(cache_dir), "the converted shards",
                  "the earlier cache is kept; free space and run again"):
-        build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-", dir=cache_dir.parent))
+        build_dir = Path(temporary_dir(str(cache_dir.parent), f".{cache_dir.name}.build-"))
         try:
             for split in pairs:
                 convert_split(*pairs[split], build_dir / split, shards[split],

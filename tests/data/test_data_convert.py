@@ -302,6 +302,9 @@ def test_a_symlinked_cache_folder_is_followed_and_never_deleted(rna_subset, tmp_
     assert link.is_symlink() and os.readlink(link) == str(target)
     assert all(Path(path).parent == target for path in first["train"] + first["test"])
     assert count_records(first["train"]) == 1
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(target).st_mode & 0o777 == 0o777 & ~umask  # not the build folder's 0700
 
     test_name = (rna_subset / "test.txt").read_text().split()[0]
     (rna_subset / "train.txt").write_text(f"{(rna_subset / 'train.txt').read_text()}{test_name}\n")

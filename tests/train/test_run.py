@@ -177,7 +177,7 @@ def test_a_sweep_lists_every_job_with_the_failed_ones_and_exits_non_zero_countin
         assert rows[job.name].endswith(f" | {status} |") and status in report
         record = json.loads((job / "job_failed.json").read_text())
         assert record["exit_status"] == 2 and f"hydra.run.dir={job}" in shlex.split(record["command"])
-    assert "data.num_classes=0" in (jobs[1] / "train.log").read_text()  # the refusal
+    assert "error: data.num_classes must be >= 1, got 0" in (jobs[1] / "train.log").read_text()
     assert "data has label 5 but num_classes=2" in (jobs[2] / "train.log").read_text()
     last = [line for line in result.stderr.splitlines() if line.strip()][-1]
     assert last == (f"error: 2 of 3 sweep jobs failed ({jobs[1].name}, {jobs[2].name}); their "
