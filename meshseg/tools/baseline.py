@@ -52,7 +52,6 @@ or path, 4 for a mesh or label file that is missing or invalid (named).
 
 import argparse
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -61,7 +60,7 @@ import numpy as np
 
 from meshseg.cli import at_least, command, output_dir
 from meshseg.config import composed_config, data_root
-from meshseg.console import start_tensorflow_quietly
+from meshseg.console import shell_command, start_tensorflow_quietly
 from meshseg.data.prepare import mesh_folder
 from meshseg.data.prepare import split_pairs as prepare_split_pairs
 from meshseg.data.descriptor_cache import DESCRIPTORS
@@ -351,8 +350,8 @@ def main(argv=None) -> None:
             raise ConfigError(f"--out {args.out}: is a folder, not a file")
     if args.predictions:
         output_dir("--predictions", args.predictions)
-    command_line = shlex.join(["python", "-m", "meshseg.tools.baseline",
-                               *(sys.argv[1:] if argv is None else argv)])
+    command_line = shell_command(["python", "-m", "meshseg.tools.baseline",
+                                  *(sys.argv[1:] if argv is None else argv)])
     result = run_baseline(args.overrides, args.features, args.classifier,
                           args.max_train_vertices, args.max_iter, args.seed,
                           Path(args.cache_dir) if args.cache_dir else None,
