@@ -8,12 +8,13 @@ Examples:
 
 In a sweep (-m) every job runs `python train.py <its overrides>` as a child process in
 the job's directory, so no memory, TensorFlow state or peak-RSS figure carries over from
-one job to the next.
+one job to the next. A job that fails is recorded in its directory and the others run;
+the sweep's table and report.md list every job, and the sweep then exits with status 1
+and one line counting the failed jobs (`meshseg.train.sweep`, `meshseg.tools.report`).
 """
 
 import logging
 import os
-import subprocess
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -24,28 +25,24 @@ from hydra.types import RunMode  # noqa: E402
 from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 import meshseg.config  # noqa: E402,F401  (registers the schema)
+from meshseg.console import hydra_override, shell_command, train_py_command  # noqa: E402
 from meshseg.errors import Interrupted, MeshsegError  # noqa: E402
 from meshseg.train.summary import RunSummary  # noqa: E402
+from meshseg.train.sweep import run_job  # noqa: E402
 
 log = logging.getLogger("train")
 SWEEP_CHILD = "MESHSEG_SWEEP_CHILD"
 
 
-def run_job_in_child_process(run_dir: str) -> float:
-    """Runs this sweep job as `python train.py <job overrides> hydra.run.dir=<run_dir>`.
-
-    Raises:
-      RuntimeError: if the child fails; its log is `<run_dir>/train.log`.
-
-    Returns:
-      the job's `RunSummary.choosing_accuracy` (what a Hydra sweeper maximises).
-    """
+def run_job_in_child_process(run_dir: str) -> float | None:
+    """Runs this sweep job as `python train.py <job overrides> hydra.run.dir=<run_dir>`
+    (`meshseg.train.sweep.run_job`); returns its `RunSummary.choosing_accuracy` (what a
+    Hydra sweeper maximises), or None when it failed (the failure is recorded in `run_dir`,
+    and the sweep goes on)."""
     overrides = list(HydraConfig.get().overrides.task)
-    command = [sys.executable, os.path.abspath(__file__), *overrides, f"hydra.run.dir={run_dir}"]
-    result = subprocess.run(command, env={**os.environ, SWEEP_CHILD: "1"})
-    if result.returncode != 0:
-        raise RuntimeError(f"job {' '.join(overrides)} failed (exit {result.returncode}); "
-                           f"see {os.path.join(run_dir, 'train.log')}")
+    if run_job(os.path.abspath(__file__), overrides, run_dir,
+               {**os.environ, SWEEP_CHILD: "1"}) is not None:
+        return None
     return RunSummary.load(run_dir).choosing_accuracy
 
 
@@ -55,7 +52,7 @@ def main(cfg: DictConfig) -> float:
     if HydraConfig.get().mode == RunMode.MULTIRUN and SWEEP_CHILD not in os.environ:
         return run_job_in_child_process(run_dir)
     task_overrides = list(HydraConfig.get().overrides.task)
-    log.info("python train.py %s", " ".join(task_overrides))  # which run this log belongs to
+    log.info("%s", shell_command(["python", "train.py", *task_overrides]))  # whose log this is
     try:
         # The settings were checked before Hydra wrote anything (`RunDirCheck`), before
         # TensorFlow starts (threads=-1 would abort it). Threads and the distribution
@@ -74,8 +71,8 @@ def main(cfg: DictConfig) -> float:
         log.error("%s", error)
         if isinstance(error, Interrupted):
             overrides = [arg for arg in sys.argv[1:] if not arg.startswith("resume=")]
-            log.error("resume with: %s", " ".join([os.path.relpath(sys.executable), "train.py",
-                                                   *overrides, f"resume={cfg.resume or run_dir}"]))
+            log.error("resume with: %s", train_py_command(
+                [*overrides, hydra_override("resume", cfg.resume or run_dir)]))
         sys.exit(error.exit_code)
     return summary.choosing_accuracy
 

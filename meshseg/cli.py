@@ -8,7 +8,8 @@ stderr and its exit status (`meshseg.errors`), never with a traceback.
 - `at_least`: an argparse type for a count with a lower bound (`--batch-size 0`); argparse
   reports it as a usage error naming the option (exit status 2).
 - `existing_file`, `existing_dir`, `output_dir`: checks of a path given on the command
-  line; they raise `ConfigError` naming the option and the path.
+  line; they raise `ConfigError` naming the option and the path (`output_dir` also
+  refuses a folder this process may not write, `meshseg.outputs.check_output_dir`).
 - `distinct_from_inputs`: inputs are never outputs. Every tool that writes files a user
   names passes its outputs and the inputs of the same call through it before it writes;
   an output that is an input (the same path, a symlink to it, or a hard link of it) is
@@ -26,6 +27,7 @@ import sys
 from typing import Callable, Iterable, Mapping
 
 from meshseg.errors import ConfigError, MeshsegError
+from meshseg.outputs import check_output_dir
 
 
 def command(main: Callable) -> Callable:
@@ -97,17 +99,14 @@ def existing_dir(option: str, path: str) -> str:
 
 def output_dir(option: str, path: str, folder: str | None = None) -> str:
     """Returns `path` if the folder it names (`folder`, default `path` itself; e.g. the
-    folder of a path prefix) can be made: it is a folder, or it does not exist and its
-    nearest existing parent is a folder.
+    folder of a path prefix) can hold this process's outputs
+    (`meshseg.outputs.check_output_dir`: a folder, or creatable, and writable).
 
     Raises:
-      ConfigError: "<option> <path>: <file> is a file, not a folder".
+      ConfigError: "<option> <path>: <folder> is a file, not a folder" (or "is not
+        writable (Permission denied)").
     """
-    parent = os.path.abspath(path if folder is None else folder)
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise ConfigError(f"{option} {path}: {parent} is a file, not a folder")
+    check_output_dir(path if folder is None else folder, f"{option} {path}")
     return path
 
 

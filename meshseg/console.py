@@ -1,4 +1,11 @@
-"""A quiet console: TensorFlow started without its C++ start-up lines.
+"""The console: TensorFlow started without its C++ start-up lines, and the commands
+meshseg prints for the user to run.
+
+Every printed command runs as printed: `shell_command` quotes each word for the shell
+(`shlex.join`), and a value meshseg puts into a Hydra override (a run directory, a data
+folder) goes through `hydra_override`, which quotes it for Hydra's override grammar
+where it holds a character that grammar would read otherwise (`,` makes a sweep, `=`,
+brackets, quotes, `~`, `#` ...).
 
 TensorFlow's native code logs through absl before absl's logging is initialised, and such
 lines go straight to file descriptor 2 whatever `TF_CPP_MIN_LOG_LEVEL` says: on a host
@@ -12,6 +19,7 @@ not a native log line.
 
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -75,3 +83,45 @@ def runnable_command(program: str) -> str:
         return program
     relative = os.path.relpath(installed)
     return installed if relative.startswith("..") else relative
+
+
+# A value Hydra's override grammar reads back unchanged without quotes.
+_PLAIN_HYDRA_VALUE = re.compile(r"^[A-Za-z0-9_./:@%+-]+(?: +[A-Za-z0-9_./:@%+-]+)*$")
+
+
+def hydra_quoted(value: str) -> str:
+    """`value` (a string) as Hydra's override grammar reads it back as that same string:
+    unchanged when it holds only letters, digits, `_./:@%+-` and inner spaces and does not
+    read as a number, boolean or null; otherwise in single quotes, a `'` escaped as `\\'`
+    and the backslashes before a quote doubled (Hydra's rule for quoted values)."""
+    if _PLAIN_HYDRA_VALUE.match(value) and not _reads_as_other_type(value):
+        return value
+    escaped = re.sub(r"(\\+)(?='|$)", lambda run: run[1] * 2, value).replace("'", "\\'")
+    return f"'{escaped}'"
+
+
+def _reads_as_other_type(value: str) -> bool:
+    if value.lower() in ("true", "false", "null"):
+        return True
+    try:
+        float(value.replace("_", ""))
+    except ValueError:
+        return False
+    return True
+
+
+def hydra_override(key: str, value: str) -> str:
+    """The override `key=<value>` that sets `key` to the string `value` (`hydra_quoted`)."""
+    return f"{key}={hydra_quoted(str(value))}"
+
+
+def shell_command(words) -> str:
+    """The words of a command line as one line a POSIX shell splits back into exactly
+    these words (`shlex.join`)."""
+    return shlex.join(str(word) for word in words)
+
+
+def train_py_command(overrides) -> str:
+    """`<python> train.py <overrides>` as the user runs it in the project's folder (the
+    working directory): this interpreter by its path relative to it, shell-quoted."""
+    return shell_command([os.path.relpath(sys.executable), "train.py", *overrides])

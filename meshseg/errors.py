@@ -10,6 +10,7 @@ command-line tools exit with:
 | `NonFiniteError` | 3 | a step gave a non-finite loss or gradient; the last good checkpoint stays |
 | `DataError` | 4 | a mesh, label file or record is missing or invalid; the message names it |
 | `ClusterError` | 5 | a multi-worker run's workers did not all start in time, or disagree on the checkpoint they resume from |
+| `OutputError` | 6 | an output cannot be written (a full disk, no permission); the message names the path and the cause, and the last good state stays |
 | `Interrupted` | 128 + signal | SIGINT or SIGTERM; a checkpoint was saved (none when it came while a multi-worker run waited for its workers) |
 
 Hydra's own composition errors (unknown key, wrong type) exit with status 1.
@@ -54,6 +55,14 @@ class ClusterError(MeshsegError):
     checkpoints (their checkpoint directories are not one shared folder)."""
 
     exit_code = 5
+
+
+class OutputError(MeshsegError):
+    """An output cannot be written: a full disk or quota, a read-only or another user's
+    folder (`meshseg.outputs`). The message names the path and the cause; what was
+    written before (an earlier checkpoint, the previous version of the file) stays."""
+
+    exit_code = 6
 
 
 class Interrupted(MeshsegError):

@@ -21,7 +21,8 @@ def test_imports_point_one_way_through_the_layers():
 
 @pytest.mark.parametrize("error, status", [
     (errors.ConfigError("x"), 2), (errors.RunDirError("x"), 2), (errors.NonFiniteError("x"), 3),
-    (errors.DataError("x"), 4), (errors.Interrupted("x", 15), 143),
+    (errors.DataError("x"), 4), (errors.ClusterError("x"), 5), (errors.OutputError("x"), 6),
+    (errors.Interrupted("x", 15), 143),
 ])
 def test_each_error_class_has_its_documented_exit_status(error, status):
     assert error.exit_code == status

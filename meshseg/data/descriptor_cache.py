@@ -19,8 +19,9 @@ from typing import Optional
 import numpy as np
 
 from meshseg.config import feature_widths
-from meshseg.data.cache_entries import read_entry, write_entry
+from meshseg.data.cache_entries import read_entry
 from meshseg.data.descriptors import heat_kernel_signature, normalized_positions, vertex_normals
+from meshseg.outputs import write_atomically
 
 HKS_SETTINGS = {"num_times": feature_widths()["hks"], "t_min": 0.01, "t_max": 2.0,
                 "num_eigenpairs": 128}
@@ -68,7 +69,8 @@ def mesh_descriptors(vertices: np.ndarray, triangles: np.ndarray,
                    "hks": heat_kernel_signature(vertices, triangles, **HKS_SETTINGS),
                    "normals": vertex_normals(vertices, triangles)}
     if cached is not None:
-        write_entry(cached, lambda stream: np.savez(stream, **descriptors))
+        write_atomically(str(cached), lambda path: np.savez(path, **descriptors),
+                         "the descriptor cache")
     return descriptors
 
 

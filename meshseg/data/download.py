@@ -45,9 +45,11 @@ from tqdm.auto import tqdm
 
 from meshseg.cli import command, output_dir
 from meshseg.config import composed_config
+from meshseg.console import hydra_override, shell_command
 from meshseg.data.datasets import DATASETS, Archive, Dataset, manifest_entries
 from meshseg.data.meshfiles import file_sha256
 from meshseg.errors import ConfigError, DataError
+from meshseg.outputs import temporary_dir, writing
 
 DOWNLOADS = ".downloads"
 RECORD = "download.json"
@@ -199,7 +201,7 @@ def download(dataset: Dataset, root: Path, accept_license: bool = False,
         raise ConfigError(f"{dataset.name}: {dataset.terms} Rerun with --accept-license to "
                           "accept these terms")
     root.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{dataset.name}.partial-", dir=root))
+    staging = Path(temporary_dir(str(root), f".{dataset.name}.partial-"))
     try:
         sources = []
         for archive in dataset.archives:
@@ -255,10 +257,10 @@ def train_command(dataset, folder: Path) -> str:
     """The train.py command that trains on `dataset` downloaded to `folder`: its experiment,
     and `data.root` and the data set's overrides where the experiment's own root is
     another copy (it has overrides, or `folder` is not `datasets/<name>`)."""
-    root_override = ("" if folder == Path("datasets") / dataset.name and not dataset.overrides
-                     else f" data.root={folder}")
-    return (f"python train.py experiment={dataset.experiment}{root_override}"
-            + "".join(f" {override}" for override in dataset.overrides))
+    root_override = ([] if folder == Path("datasets") / dataset.name and not dataset.overrides
+                     else [hydra_override("data.root", str(folder))])
+    return shell_command(["python", "train.py", f"experiment={dataset.experiment}",
+                          *root_override, *dataset.overrides])
 
 
 def list_datasets() -> str:
@@ -305,7 +307,8 @@ def main(argv: Optional[list] = None) -> None:
     print(f"{dataset.name}: {dataset.title}\nlicence: {dataset.license} ({dataset.homepage})")
     if dataset.terms:
         print(f"terms: {dataset.terms}")
-    folder = download(dataset, Path(args.root), args.accept_license)
+    with writing(args.root, f"the {dataset.name} data set"):
+        folder = download(dataset, Path(args.root), args.accept_license)
     if not args.no_convert:
         convert(dataset, folder)
     print(f"train: {train_command(dataset, folder)}")

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
+from meshseg.outputs import writing
+
 MANIFEST_FORMAT = 2  # 2: meshes have table_width and overflow_rows
 _SHARD_NAME = re.compile(r"^(?P<prefix>.*)-\d{5}-of-\d{5}\.tfrecords$")
 
@@ -111,9 +113,10 @@ def leftover_files(files: list[str]) -> list[str]:
 
 def write_manifest(path: str | Path, manifest: dict) -> None:
     """Writes the manifest atomically (a temporary file under `PARTIAL_DIR`, then rename)."""
-    temp = partial_path(path)
-    temp.write_text(json.dumps(manifest, indent=1))
-    os.replace(temp, path)
+    with writing(str(path), "the manifest"):
+        temp = partial_path(path)
+        temp.write_text(json.dumps(manifest, indent=1))
+        os.replace(temp, path)
     with contextlib.suppress(OSError):  # the hidden folder, once empty
         temp.parent.rmdir()
 

@@ -20,6 +20,7 @@ import numpy as np
 from meshseg.data.meshfiles import load_label_file, load_mesh
 from meshseg.data.validate import InvalidMeshError
 from meshseg.errors import DataError
+from meshseg.outputs import make_dirs, write_atomically, write_text
 
 LABELS = "vertex_labels"
 SPLITS = ("train", "test")
@@ -82,7 +83,7 @@ def write_vertex_labels(folder: Path, num_classes: int) -> None:
         except (InvalidMeshError, OSError) as error:
             raise DataError(f"{label_path}: {error}") from None
     lowest = min((labels.min() for labels in edge_labels.values() if labels.size), default=0)
-    (folder / LABELS).mkdir(exist_ok=True)
+    make_dirs(str(folder / LABELS))
     for path, labels in edge_labels.items():
         try:
             vertices, triangles = load_mesh(path)
@@ -93,7 +94,8 @@ def write_vertex_labels(folder: Path, num_classes: int) -> None:
             raise DataError(f"{folder / 'seg' / (path.stem + '.eseg')}: label "
                             f"{per_vertex.max() + lowest} is beyond the {num_classes} classes "
                             "of this data set")
-        np.savetxt(folder / LABELS / f"{path.stem}.txt", per_vertex, fmt="%d")
+        write_atomically(str(folder / LABELS / f"{path.stem}.txt"),
+                         lambda out, labels=per_vertex: np.savetxt(out, labels, fmt="%d"))
     for split in SPLITS:
-        (folder / f"{split}.txt").write_text(
-            "".join(f"{split}/{path.name}\n" for path in meshes[split]))
+        write_text(str(folder / f"{split}.txt"),
+                   "".join(f"{split}/{path.name}\n" for path in meshes[split]))

@@ -24,20 +24,22 @@ build with its file name.
 
 import fcntl
 import json
+import os
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from meshseg.config import DataConfig
-from meshseg.data.cache_entries import DAMAGED, read_entry, write_entry
+from meshseg.data.cache_entries import DAMAGED, read_entry
 from meshseg.data.convert import convert_split, shard_paths, split_file_pairs
 from meshseg.data.derived import stored_features
 from meshseg.data.manifest import MANIFEST_FORMAT
 from meshseg.data.meshfiles import file_sha256
 from meshseg.errors import ConfigError
+from meshseg.outputs import (check_output_dir, make_dirs, replace_dir, temporary_dir, write_text,
+                             writing)
 
 STAMP_NAME = "stamp.json"
 SPLITS = ("train", "test")
@@ -230,11 +232,15 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
 
     Raises:
       ConfigError: if `cache_dir` exists, is not empty and holds no stamp (it is
-        not a cache this function made, so it is not overwritten).
+        not a cache this function made, so it is not overwritten), or cannot be written
+        (`meshseg.outputs.check_output_dir`), before any mesh is converted.
+      OutputError: if writing the shards fails (a full disk); the earlier cache stays.
       DataError: if a split file, mesh or label file is missing or invalid (the
         message names the file).
     """
-    cache_dir = Path(cache_dir)
+    # A symlinked cache folder is followed: the folder it points to is built and replaced,
+    # the link stays.
+    cache_dir = Path(os.path.realpath(cache_dir))
     pairs = split_pairs(source)
     stamp = _source_stamp(source, pairs)
     # A split of fewer meshes than shards gets one shard per mesh.
@@ -244,7 +250,8 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
     result["num_classes"] = source.num_classes
     if _stamp_matches(cache_dir, stamp):
         return result
-    cache_dir.parent.mkdir(parents=True, exist_ok=True)
+    check_output_dir(str(cache_dir), f"data.cache_dir={cache_dir}")
+    make_dirs(str(cache_dir.parent))
     # Runs started together convert one at a time: the next finds the cache built.
     with open(cache_dir.parent / f".{cache_dir.name}.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -261,21 +268,20 @@ def _build(source: MeshFolder, pairs: dict, shards: dict, stamp: dict, cache_dir
     other settings (`existing`, its stamp) only once the new one is complete."""
     if cache_dir.exists() and any(cache_dir.iterdir()) and existing is None:
         raise ConfigError(f"{cache_dir} is not empty and is not a meshseg conversion cache")
-    build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-", dir=cache_dir.parent))
-    try:
-        for split in pairs:
-            convert_split(*pairs[split], build_dir / split, shards[split],
-                          source.label_offset, num_classes=source.num_classes,
-                          label_kind=source.label_kind, adjacency=source.adjacency,
-                          workers=workers, strict=True, features=tuple(source.features),
-                          levels=source.levels, coarsening=source.coarsening,
-                          descriptor_cache=descriptor_cache, frame=source.frame,
-                          turn_seed=None if split == "train" else source.eval_turn_seed)
-        text = json.dumps(stamp, indent=1, sort_keys=True)
-        write_entry(build_dir / STAMP_NAME, lambda stream: stream.write(text.encode()))
-        if cache_dir.exists():
-            shutil.rmtree(cache_dir)
-        build_dir.rename(cache_dir)
-    except BaseException:
-        shutil.rmtree(build_dir, ignore_errors=True)
-        raise
+    with writing(str(cache_dir), "the converted shards",
+                 "the earlier cache is kept; free space and run again"):
+        build_dir = Path(temporary_dir(str(cache_dir.parent), f".{cache_dir.name}.build-"))
+        try:
+            for split in pairs:
+                convert_split(*pairs[split], build_dir / split, shards[split],
+                              source.label_offset, num_classes=source.num_classes,
+                              label_kind=source.label_kind, adjacency=source.adjacency,
+                              workers=workers, strict=True, features=tuple(source.features),
+                              levels=source.levels, coarsening=source.coarsening,
+                              descriptor_cache=descriptor_cache, frame=source.frame,
+                              turn_seed=None if split == "train" else source.eval_turn_seed)
+            write_text(str(build_dir / STAMP_NAME), json.dumps(stamp, indent=1, sort_keys=True))
+            replace_dir(str(build_dir), str(cache_dir))
+        except BaseException:
+            shutil.rmtree(build_dir, ignore_errors=True)
+            raise

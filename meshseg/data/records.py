@@ -43,6 +43,7 @@ import tensorflow as tf
 from meshseg.data.adjacency import ADJACENCY_FIELDS
 from meshseg.data.derived import STORED_FEATURES
 from meshseg.data.manifest import partial_path
+from meshseg.outputs import writing
 
 # The dtypes of a level's serialised fields (`level_field`).
 LEVEL_FEATURES = {"edges": tf.int32, "edge_weights": tf.float32, "parents": tf.int32}
@@ -356,7 +357,17 @@ def write_records_atomically(paths: list[str], records, finish=None) -> None:
       paths: final shard paths; their directories are created.
       records: iterable of (shard index into `paths`, serialised record bytes).
       finish: optional callable run after the renames.
+
+    Raises:
+      OutputError: if a shard cannot be written (a full disk, no permission), naming the
+        first shard's folder and the cause; no shard is renamed then.
     """
+    with writing(os.path.dirname(os.path.abspath(paths[0])), "the shards",
+                 "no shard was replaced"):
+        _write_records(paths, records, finish)
+
+
+def _write_records(paths: list[str], records, finish) -> None:
     for path in paths:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     temp_paths = [str(partial_path(path)) for path in paths]

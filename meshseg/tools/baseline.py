@@ -55,9 +55,7 @@ or path, 4 for a mesh or label file that is missing or invalid (named).
 """
 
 import argparse
-import json
 import os
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -66,7 +64,7 @@ import numpy as np
 
 from meshseg.cli import at_least, command, distinct_from_inputs, output_dir
 from meshseg.config import composed_config, data_root
-from meshseg.console import start_tensorflow_quietly
+from meshseg.console import shell_command, start_tensorflow_quietly
 from meshseg.data.prepare import mesh_folder
 from meshseg.data.prepare import split_pairs as prepare_split_pairs
 from meshseg.data.descriptor_cache import DESCRIPTORS
@@ -74,6 +72,7 @@ from meshseg.data.descriptor_cache import mesh_descriptors as cached_descriptors
 from meshseg.data.meshfiles import file_sha256, load_geometry, load_label_file
 from meshseg.data.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
+from meshseg.outputs import write_atomically, write_json
 
 FEATURES = DESCRIPTORS + ("xyz_fourier",)
 CLASSIFIERS = ("hist_gradient_boosting", "mlp", "nearest_mesh")
@@ -301,9 +300,9 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
                          "distance": getattr(model, "last_distance", None),
                          "true": true, "predicted": predicted})
         if predictions_dir is not None:
-            predictions_dir.mkdir(parents=True, exist_ok=True)
-            np.savetxt(predictions_dir / f"{mesh_path.stem}.txt",
-                       predicted - data.label_offset, fmt="%d")
+            write_atomically(str(predictions_dir / f"{mesh_path.stem}.txt"),
+                             lambda path: np.savetxt(path, predicted - data.label_offset,
+                                                     fmt="%d"), "the predicted labels")
     train_histogram = np.bincount(np.concatenate(train_classes), minlength=num_classes)
     start_tensorflow_quietly()
     from meshseg.train.evaluate import scores
@@ -409,8 +408,8 @@ def main(argv=None) -> None:
             raise ConfigError("--novel-split: only with --classifier nearest_mesh")
         output_dir("--novel-split", args.novel_split,
                    folder=os.path.dirname(args.novel_split) or ".")
-    command_line = shlex.join(["python", "-m", "meshseg.tools.baseline",
-                               *(sys.argv[1:] if argv is None else argv)])
+    command_line = shell_command(["python", "-m", "meshseg.tools.baseline",
+                                  *(sys.argv[1:] if argv is None else argv)])
     result = run_baseline(args.overrides, args.features, args.classifier,
                           args.max_train_vertices, args.max_iter, args.seed,
                           Path(args.cache_dir) if args.cache_dir else None,
@@ -433,7 +432,7 @@ def main(argv=None) -> None:
             print(f"wrote {args.novel_split}")
         result["novel"] = novel
     if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+        write_json(args.out, result, indent=2)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ and JSON have those columns only when some row has them, so a CPU's output is as
 
 import csv
 import datetime
-import json
+import io
 import os
 import platform
 from typing import Dict, List, Optional, Sequence
@@ -22,6 +22,7 @@ from typing import Dict, List, Optional, Sequence
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from meshseg.outputs import write_atomically, write_json, write_text
 from meshseg.tools.roofline import Work, roofline_ms
 
 REFERENCE_IMPL = "gather_sum"
@@ -163,23 +164,25 @@ def metadata(args, peaks: Dict[str, Dict]) -> Dict:
 
 
 def write_results(rows: List[Dict], meta: Dict, out_dir: str) -> List[str]:
-    """Writes bench.csv, bench.json and bench.png under `out_dir`; returns the paths."""
-    os.makedirs(out_dir, exist_ok=True)
+    """Writes bench.csv, bench.json and bench.png under `out_dir`, each whole; returns the
+    paths.
+
+    Raises:
+      OutputError: if a file cannot be written, naming it (`meshseg.outputs`).
+    """
     keys = [k for k, _, _ in COLUMNS
             if k not in GPU_COLUMNS or any(r.get(k) is not None for r in rows)] + EXTRA_CSV_COLUMNS
-    csv_path = os.path.join(out_dir, "bench.csv")
-    with open(csv_path, "w", newline="") as f:
-        for name, value in meta.items():
-            f.write(f"# {name}: {value}\n")
-        writer = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-    json_path = os.path.join(out_dir, "bench.json")
-    with open(json_path, "w") as f:
-        json.dump({"metadata": meta, "rows": [{k: r.get(k) for k in keys} for r in rows]}, f,
-                  indent=2)
-    png_path = os.path.join(out_dir, "bench.png")
-    plot(rows, png_path)
+    table = io.StringIO()
+    for name, value in meta.items():
+        table.write(f"# {name}: {value}\n")
+    writer = csv.DictWriter(table, fieldnames=keys, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    csv_path = write_text(os.path.join(out_dir, "bench.csv"), table.getvalue())
+    json_path = write_json(os.path.join(out_dir, "bench.json"), {
+        "metadata": meta, "rows": [{k: r.get(k) for k in keys} for r in rows]}, indent=2)
+    png_path = write_atomically(os.path.join(out_dir, "bench.png"),
+                                lambda path: plot(rows, path))
     return [csv_path, json_path, png_path]
 
 

@@ -68,6 +68,7 @@ from meshseg.data.meshfiles import load_geometry, load_label_file
 from meshseg.data.pose import ambiguity, principal_pose
 from meshseg.data.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
+from meshseg.outputs import write_atomically
 from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG
 from meshseg.train.summary import RunSummary
 
@@ -330,15 +331,20 @@ def evaluate_test_files(run_dir: str, turn_seed: Optional[int] = 0,
 def write_prediction(out_dir: str, stem: str, vertices: np.ndarray, triangles: np.ndarray,
                      labels: np.ndarray) -> Tuple[str, str]:
     """Writes `<stem>.ply` (vertices coloured by `label_colors`) and `<stem>.txt` (one
-    label per line) into `out_dir` (created if missing); returns both paths."""
+    label per line) into `out_dir` (created if missing), each whole
+    (`meshseg.outputs.write_atomically`); returns both paths.
+
+    Raises:
+      OutputError: if a file cannot be written (a full disk, no permission), naming it.
+    """
     from meshseg.tools.visualize import label_colors
 
-    os.makedirs(out_dir, exist_ok=True)
     ply_path, txt_path = (os.path.join(out_dir, stem + ext) for ext in (".ply", ".txt"))
     mesh = trimesh.Trimesh(vertices, triangles, vertex_colors=label_colors(labels),
                            process=False)
-    mesh.export(ply_path)
-    np.savetxt(txt_path, labels, fmt="%d")
+    write_atomically(ply_path, mesh.export, "the predicted mesh")
+    write_atomically(txt_path, lambda path: np.savetxt(path, labels, fmt="%d"),
+                     "the predicted labels")
     return ply_path, txt_path
 
 
@@ -356,9 +362,9 @@ def write_picture(out_dir: str, stem: str, vertices: np.ndarray, triangles: np.n
 
     panels = {"prediction": predicted} if truth is None else {"truth": truth,
                                                              "prediction": predicted}
-    path = os.path.join(out_dir, f"{stem}.png")
-    Path(path).write_bytes(figure_png(render_mesh_labels(vertices, triangles, panels)))
-    return path
+    picture = figure_png(render_mesh_labels(vertices, triangles, panels))
+    return write_atomically(os.path.join(out_dir, f"{stem}.png"),
+                            lambda path: Path(path).write_bytes(picture), "the picture")
 
 
 def call_inputs(run_dir: str, mesh_paths: List[str],

@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from meshseg.cli import command, distinct_from_inputs, existing_dir
-from meshseg.console import start_tensorflow_quietly
+from meshseg.console import shell_command, start_tensorflow_quietly
 from meshseg.data.foreign import list_file_lines
 from meshseg.data.meshfiles import load_label_file
 from meshseg.errors import ConfigError
+from meshseg.outputs import write_atomically, write_json
 from meshseg.tools.predict import PRETRAINED_DIR, load_run_config, predict_files
 from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG, SUMMARY_FILE
 from meshseg.train.summary import RunSummary
@@ -105,7 +106,7 @@ def training_command(run_dir: str) -> str:
     path = Path(run_dir) / ".hydra" / "overrides.yaml"
     overrides = [o for o in OmegaConf.load(path) if not o.startswith("hydra.")] \
         if path.exists() else []
-    return " ".join(["python train.py", *overrides])
+    return shell_command(["python", "train.py", *overrides])
 
 
 def shipped_summary(summary: RunSummary) -> RunSummary:
@@ -146,9 +147,9 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
     distinct_from_inputs("--name", [str(target / file) for file in
                                     (*SHIPPED_FILES, RESULTS_FILE)], run_files)
     check_held_out(run_dir, sample_meshes(sample))
-    target.mkdir(parents=True, exist_ok=True)
     for file in (MODEL_FILE, RUN_CONFIG):
-        shutil.copy(Path(run_dir) / file, target / file)
+        write_atomically(str(target / file),
+                         lambda path, file=file: shutil.copy(Path(run_dir) / file, path))
     shipped_summary(summary).save(str(target))
     results = {
         "command": training_command(run_dir), "steps": summary.steps,
@@ -158,7 +159,7 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
         "model_mib": round(mib, 2),
         "sample": {"folder": os.path.relpath(sample), **sample_accuracy(str(target), sample)},
     }
-    (target / RESULTS_FILE).write_text(json.dumps(results, indent=2) + "\n")
+    write_json(str(target / RESULTS_FILE), results, indent=2)
     return target
 
 

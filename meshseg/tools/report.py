@@ -6,11 +6,12 @@ Command line:
 
 prints one row per run (impl, jit, loop, median step time with its interquartile range
 and min-max in ms, compile time in s, peak memory in MiB, the last validation and test
-accuracy and mean IoU), best first (`rank_records`: by validation accuracy when the runs
-have a validation split, so the test split is never what chooses; by test accuracy
-otherwise, and the ranking line says which), and writes `report.md` with that table and
-three PNG plots into DIR (default: the given directory): `step_time_vs_accuracy.png`,
-`loss_curves.png`, `step_time_box.png`.
+accuracy and mean IoU, and its status: done, unfinished, or for a failed sweep job its exit
+status and log), best first (`rank_records`: by validation accuracy when the runs have a
+validation split, so the test split is never what chooses; by test accuracy otherwise, and
+the ranking line says which), and writes `report.md` with that table and three PNG plots
+into DIR (default: the given directory): `step_time_vs_accuracy.png`, `loss_curves.png`,
+`step_time_box.png`.
 
 Every number comes from the event files: `train/` (step_time_ms, compile_time_s, loss),
 `validation/` and `eval/` (the test split: accuracy, mean_iou) and the run directory's own
@@ -24,6 +25,7 @@ command with one line and exit status 2 (`meshseg.errors.ConfigError`), before T
 
 import argparse
 import os
+import sys
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -32,9 +34,11 @@ from matplotlib.figure import Figure
 from omegaconf import DictConfig
 
 from meshseg.cli import command, existing_dir, output_dir
-from meshseg.console import start_tensorflow_quietly
-from meshseg.errors import ConfigError
+from meshseg.console import shell_command, start_tensorflow_quietly
+from meshseg.errors import ConfigError, OutputError
+from meshseg.outputs import make_dirs, write_atomically, write_text
 from meshseg.train.rundir import SUMMARY_FILE
+from meshseg.train.sweep import FAILED_FILE, failed_job
 from meshseg.train.summary import load_run
 
 PLOTS = ("step_time_vs_accuracy.png", "loss_curves.png", "step_time_box.png")
@@ -42,14 +46,15 @@ PLOTS = ("step_time_vs_accuracy.png", "loss_curves.png", "step_time_box.png")
 
 def find_runs(root: str) -> List[str]:
     """Sorted run directories under `root` (itself included): directories holding
-    `summary.json` or a `train/` folder with event files. Hidden folders are skipped."""
+    `summary.json`, a `train/` folder with event files, or a failed sweep job's record
+    (`meshseg.train.sweep.FAILED_FILE`). Hidden folders are skipped."""
     runs = []
     for directory, subdirs, files in os.walk(root):
         subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
         train_dir = os.path.join(directory, "train")
         has_events = os.path.isdir(train_dir) and any(
             "tfevents" in name for name in os.listdir(train_dir))
-        if SUMMARY_FILE in files or has_events:
+        if SUMMARY_FILE in files or FAILED_FILE in files or has_events:
             runs.append(directory)
     return sorted(runs)
 
@@ -62,7 +67,9 @@ def run_record(run_dir: str) -> Dict:
     """One run's comparison numbers, read from its event files.
 
     Returns:
-      dict with run_dir; impl, jit, loop (from the run's settings and summary,
+      dict with run_dir; status ("done"; "failed (exit N): <its log>" for a failed sweep
+      job, `meshseg.train.sweep.failed_job`; "unfinished" without summary.json); failed
+      (bool); impl, jit, loop (from the run's settings and summary,
       `meshseg.train.summary.load_run`; "?" if missing); label
       ("impl loop jit=..."); step_times_ms float64 [N] (steps after compilation);
       median_step_ms, q1_step_ms, q3_step_ms, min_step_ms, max_step_ms (ms, None without
@@ -81,7 +88,11 @@ def run_record(run_dir: str) -> Dict:
     record = {"impl": run.summary.impl if run.summary else "?",
               "jit": run.config.jit if run.config else "?",
               "loop": run.config.loop.name if run.config else "?"}
+    failure = failed_job(run_dir)
     record.update(
+        failed=failure is not None,
+        status=(f"failed (exit {failure['exit_status']}): {failure['log']}" if failure
+                else "done" if run.summary else "unfinished"),
         run_dir=run_dir, label=f"{record['impl']} {record['loop']} jit={record['jit']}",
         step_times_ms=times,
         **{f"{name}_step_ms": None if q is None else float(q)
@@ -153,7 +164,7 @@ def format_table(records: List[Dict]) -> str:
     for the columns)."""
     header = ["run", "impl", "jit", "loop", "step ms (median)", "IQR", "min-max",
               "compile s", "peak MiB", "validation accuracy", "validation mIoU",
-              "test accuracy", "test mIoU"]
+              "test accuracy", "test mIoU", "status"]
     rows = [header, ["---"] * len(header)]
     for r in records:
         rows.append([
@@ -163,7 +174,7 @@ def format_table(records: List[Dict]) -> str:
             f"{_fmt(r['min_step_ms'], '.1f')}-{_fmt(r['max_step_ms'], '.1f')}",
             _fmt(r["compile_s"], ".2f"), _fmt(r["peak_mib"], ".0f"),
             _fmt(r["validation_accuracy"], ".4f"), _fmt(r["validation_mean_iou"], ".4f"),
-            _fmt(r["accuracy"], ".4f"), _fmt(r["mean_iou"], ".4f")])
+            _fmt(r["accuracy"], ".4f"), _fmt(r["mean_iou"], ".4f"), r["status"]])
     return "\n".join("| " + " | ".join(row) + " |" for row in rows)
 
 
@@ -184,18 +195,21 @@ def plot_step_time_vs_accuracy(records: List[Dict]) -> Figure:
     ax.set(xlabel="median step time (ms); bars: interquartile range",
            ylabel="validation accuracy" if by_validation else "test accuracy",
            title="step time vs accuracy")
-    ax.legend(fontsize="small")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
     return fig
 
 
 def plot_loss_curves(records: List[Dict]) -> Figure:
-    """Training loss against step, one line per run."""
+    """Training loss against step, one line per run (that logged a step)."""
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.add_subplot()
     for r in records:
-        ax.plot(*r["loss"], label=r["label"])
+        if len(r["loss"][0]):
+            ax.plot(*r["loss"], label=r["label"])
     ax.set(xlabel="step", ylabel="training loss", title="training loss")
-    ax.legend(fontsize="small")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
     return fig
 
 
@@ -219,37 +233,46 @@ def write_report(root: str, out_dir: Optional[str] = None) -> Dict[str, str]:
 
     Raises:
       ConfigError: from `load_records`, before anything is written.
+      OutputError: if a file cannot be written, naming it (`meshseg.outputs`).
     """
     out_dir = out_dir or root
     records, ranking = rank_records(load_records(root))
-    os.makedirs(out_dir, exist_ok=True)
+    make_dirs(out_dir)
     table = f"{format_table(records)}\n\n{ranking}"
     figures = (plot_step_time_vs_accuracy, plot_loss_curves, plot_step_time_box)
     paths = {"table": table, "report": os.path.join(out_dir, "report.md")}
     for name, plot in zip(PLOTS, figures):
-        paths[name] = os.path.join(out_dir, name)
-        plot(records).savefig(paths[name], dpi=100)
-    with open(paths["report"], "w") as f:
-        f.write(f"# Runs under `{root}`\n\n{table}\n\n")
-        f.write("".join(f"![{name[:-4]}]({name})\n\n" for name in PLOTS))
+        paths[name] = write_atomically(os.path.join(out_dir, name),
+                                       lambda path: plot(records).savefig(path, dpi=100))
+    write_text(paths["report"], f"# Runs under `{root}`\n\n{table}\n\n"
+               + "".join(f"![{name[:-4]}]({name})\n\n" for name in PLOTS))
     return paths
 
 
 class SweepReport(Callback):
     """Hydra callback (conf/train.yaml): when a multirun ends, writes the report of its
-    sweep directory (`write_report`) and prints the comparison table, one row per job, and
-    where the report is. A sweep whose jobs wrote no run prints why instead."""
+    sweep directory (`write_report`) and prints the comparison table, one row per job
+    (failed ones with their exit status and log), and where the report is. A sweep whose
+    jobs wrote no run prints why instead. When jobs failed, the process then ends with one
+    line counting them, `error: N of M sweep jobs failed ...`, and exit status 1."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         sweep_dir = config.hydra.sweep.dir
         start_tensorflow_quietly()
         try:
             paths = write_report(sweep_dir)
-        except ConfigError as error:
+        except (ConfigError, OutputError) as error:
             print(f"no sweep report: {error}")
             return
-        print(f"\n{paths['table']}\n\nreport: {paths['report']} "
-              f"(again: python -m meshseg.tools.report {sweep_dir})")
+        print(f"\n{paths['table']}\n\nreport: {paths['report']} (again: "
+              f"{shell_command(['python', '-m', 'meshseg.tools.report', sweep_dir])})")
+        jobs = find_runs(sweep_dir)
+        failed = [job for job in jobs if failed_job(job) is not None]
+        if failed:
+            print(f"error: {len(failed)} of {len(jobs)} sweep jobs failed "
+                  f"({', '.join(os.path.basename(job) for job in failed)}); their exit "
+                  f"status and log are in the table and in {paths['report']}", file=sys.stderr)
+            sys.exit(1)
 
 
 @command

@@ -12,9 +12,10 @@ from typing import Dict, List, Optional, Sequence
 import keras
 import tensorflow as tf
 
-from meshseg.data.cache_entries import read_entry, write_entry
+from meshseg.data.cache_entries import read_entry
 from meshseg.errors import ConfigError
 from meshseg.nn.networks import build_network
+from meshseg.outputs import write_json
 from meshseg.train.gpu_kernels import (Missing, crossing_ops, ops_without_gpu_kernel,
                                        step_graph_def)
 from meshseg.train.step import TrainStep, median_step_ms
@@ -89,7 +90,7 @@ def choose_impl(features, labels, jit: bool, num_classes: int, model_kwargs: Dic
                 timings[impl] = time_step(impl, features, labels, jit, num_classes,
                                           model_kwargs, steps, device_name() != "cpu")
         cache[key] = timings
-        write_entry(cache_file, lambda stream: stream.write(json.dumps(cache, indent=1).encode()))
+        write_json(cache_file, cache, "the impl=auto timing cache")
         log.info("impl=auto: measured step times %s", _format(timings, candidates))
     timed = [impl for impl in candidates if timings[impl] is not None]
     if not timed:

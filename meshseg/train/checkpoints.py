@@ -11,7 +11,8 @@ from typing import List, Optional
 import keras
 import tensorflow as tf
 
-from meshseg.errors import DataError, RunDirError
+from meshseg.errors import DataError, OutputError
+from meshseg.outputs import write_text, writing
 
 log = logging.getLogger(__name__)
 
@@ -117,25 +118,24 @@ class TrainingCheckpoint:
         rewrites the state file; returns the checkpoint path.
 
         Raises:
-          RunDirError: if the checkpoint cannot be written (a full disk, a read-only
+          OutputError: if the checkpoint cannot be written (a full disk, a read-only
             folder), naming the folder, the step and the cause; the partial files of
             this checkpoint are removed and the older checkpoints stay as they were.
         """
         self.step.assign(step)
         try:
-            os.makedirs(self.directory, exist_ok=True)
-            with inside(self.directory):
-                self.checkpoint.write(f"ckpt-{step}")
-        except (OSError, tf.errors.OpError) as error:
+            with writing(self.directory, f"the checkpoint of step {step}",
+                         "the older checkpoints are intact: free space and run the same "
+                         "command to resume"):
+                os.makedirs(self.directory, exist_ok=True)
+                with inside(self.directory):
+                    self.checkpoint.write(f"ckpt-{step}")
+        except OutputError:
             for name in os.listdir(self.directory) if os.path.isdir(self.directory) else ():
                 if CHECKPOINT_FILE.match(name) and name.startswith(f"ckpt-{step}."):
                     with contextlib.suppress(OSError):
                         os.remove(os.path.join(self.directory, name))
-            cause = getattr(error, "strerror", None) or getattr(error, "message", None) or error
-            raise RunDirError(f"{self.directory}: cannot save the checkpoint of step {step}: "
-                              f"{str(cause).strip().splitlines()[0]}; the older checkpoints "
-                              "are intact: free space and run the same command to resume"
-                              ) from error
+            raise
         steps = checkpoints_on_disk(self.directory)
         for name in os.listdir(self.directory):
             match = CHECKPOINT_FILE.match(name)
@@ -151,10 +151,8 @@ def write_state_file(directory: str, names: List[str]) -> None:
     TensorBoard find them; atomically (temporary file, then rename)."""
     lines = [f'model_checkpoint_path: "{names[-1]}"']
     lines += [f'all_model_checkpoint_paths: "{name}"' for name in names]
-    path = os.path.join(directory, "checkpoint")
-    with open(path + ".tmp", "w") as f:
-        f.write("\n".join(lines) + "\n")
-    os.replace(path + ".tmp", path)
+    write_text(os.path.join(directory, "checkpoint"), "\n".join(lines) + "\n",
+               "the checkpoint state file")
 
 
 class StopSignals:

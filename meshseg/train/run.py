@@ -5,13 +5,13 @@ run directory, builds the data, the model and the loop, and hands the steps to t
 `Controller`; everything below it receives built objects or plain typed values.
 """
 
-import contextlib
 import dataclasses
 import logging
 import os
 import shutil
 import tempfile
 import time
+from typing import Optional
 
 import keras
 import numpy as np
@@ -21,12 +21,13 @@ from omegaconf import DictConfig
 
 from meshseg.config import (LossConfig, ModelConfig, OptimizerConfig, TrainConfig, checked_config,
                             test_evaluations)
-from meshseg.console import runnable_command
+from meshseg.console import runnable_command, shell_command
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import sample_meshes
 from meshseg.data.sources import DataInfo, build_datasets, evaluation_dataset
-from meshseg.errors import ConfigError, DataError, RunDirError
+from meshseg.errors import ConfigError, DataError, OutputError
 from meshseg.nn.networks import build_network
+from meshseg.outputs import write_atomically, write_failure_cause, writing
 from meshseg.nn.ops import IMPLEMENTATIONS, XLA_FORMULATION
 from meshseg.train.autotune import choose_impl
 from meshseg.train.controller import Controller, Loop, Schedule
@@ -51,6 +52,7 @@ TEST_SCHEDULE_LOG = {
              "score it once with eval.test=final",
     "final": "scored once, at the last step (eval.test=final)",
     "every": "scored at every evaluation"}
+RESUME_HINT = "the checkpoints written before stay: free space and run the same command to resume"
 
 
 def typed_config(cfg: DictConfig) -> TrainConfig:
@@ -199,6 +201,9 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
       ConfigError, RunDirError: before any output is written.
       DataError: for a mesh or record that cannot be read (before training).
       NonFiniteError, Interrupted: from training (a checkpoint is kept).
+      OutputError: an event file, checkpoint, summary or the model cannot be written (a
+        full disk, a read-only folder), naming the path and the cause; the checkpoints
+        written before stay.
     """
     start = time.perf_counter()
     config = typed_config(cfg)
@@ -265,46 +270,69 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
                    else os.path.join(run_dir, CHECKPOINT_DIR))
     schedule = Schedule(config.steps, config.eval_every, config.checkpoint.every,
                         config.checkpoint.keep)
-    controller = Controller(output_dir, model, optimizer, schedule, run_eval,
-                            checkpoint_dir=checkpoints if chief else None, restore_dir=checkpoints)
-    check_same_start(strategy, controller.start_step, checkpoints)
-    if controller.start_step:
-        log.info("resuming from the checkpoint of step %d", controller.start_step)
-    trained = False
-    try:
-        controller.train(loop)
-        trained = True
-    finally:
-        controller.logger.close()
-        summary = summarize(controller, impl, strategy, data_info, time.perf_counter() - start)
-        # A run that stops before its first step leaves an earlier summary as it was.
-        if output_dir == run_dir and (controller.logger.steps_logged
-                                      or RunSummary.load(run_dir) is None):
-            try:
-                summary.save(run_dir)
-                log_hparams(run_dir, config, summary)
-            except OSError as error:  # the error that stopped training stays the one raised
-                message = f"{run_dir}: cannot write {SUMMARY_FILE}: {error.strerror or error}"
-                if trained:
-                    raise RunDirError(message) from error
-                log.error("%s", message)
-        elif output_dir != run_dir:
-            shutil.rmtree(output_dir, ignore_errors=True)
-    if not controller.logger.steps_logged:  # nothing left to train: the run's own results
-        summary = RunSummary.load(run_dir) or summary
-    # Written aside, then renamed: the workers of a job may share the run directory.
-    aside = os.path.join(run_dir, f".{os.getpid()}.{MODEL_FILE}")
-    try:
-        model.save(aside, include_optimizer=False)
-        os.replace(aside, os.path.join(run_dir, MODEL_FILE))
-    except OSError as error:
-        with contextlib.suppress(OSError):
-            os.remove(aside)
-        raise RunDirError(f"{os.path.join(run_dir, MODEL_FILE)}: cannot save the model: "
-                          f"{error.strerror or error}; free space and run the same command "
-                          "(it writes the model from the last checkpoint)") from error
+    # Every write from here on (event files, checkpoints, summary, model) that fails is one
+    # line naming the path and the cause; the checkpoints written before it stay.
+    with writing(run_dir, hint=RESUME_HINT):
+        controller = Controller(output_dir, model, optimizer, schedule, run_eval,
+                                checkpoint_dir=checkpoints if chief else None,
+                                restore_dir=checkpoints)
+        check_same_start(strategy, controller.start_step, checkpoints)
+        if controller.start_step:
+            log.info("resuming from the checkpoint of step %d", controller.start_step)
+        try:
+            controller.train(loop)
+        except BaseException as error:
+            close_and_summarize(controller, run_dir, output_dir, config, error, impl,
+                                strategy, data_info, start)
+            raise
+        summary = close_and_summarize(controller, run_dir, output_dir, config, None, impl,
+                                      strategy, data_info, start)
+        if not controller.logger.steps_logged:  # nothing left to train: the run's own results
+            summary = RunSummary.load(run_dir) or summary
+        # Written aside, then renamed: the workers of a job may share the run directory.
+        write_atomically(os.path.join(run_dir, MODEL_FILE),
+                         lambda path: model.save(path, include_optimizer=False), "the model",
+                         "run the same command once there is space (it writes the model "
+                         "from the last checkpoint)")
     barrier(strategy)
     log_results(run_dir, summary)
+    return summary
+
+
+def close_and_summarize(controller: Controller, run_dir: str, output_dir: str,
+                        config: TrainConfig, stopped_by: Optional[BaseException], impl: str,
+                        strategy: tf.distribute.Strategy, data_info: DataInfo,
+                        start: float) -> RunSummary:
+    """Closes the run's event files and writes its `summary.json` and HParams session once
+    training has stopped (a worker's scratch `output_dir` is removed instead); returns the
+    `RunSummary`. A run that stops before its first step leaves an earlier summary as it
+    was.
+
+    Args:
+      stopped_by: the error that stopped training, or None when it trained to its end.
+
+    Raises:
+      OutputError: if they cannot be written after a run that trained to its end. After a
+        run stopped by an error, that error stays the one raised, and this one is logged
+        unless that error was itself a failed write (the same cause, said once).
+    """
+    try:
+        with writing(run_dir, hint=RESUME_HINT):
+            controller.logger.close()
+            summary = summarize(controller, impl, strategy, data_info,
+                                time.perf_counter() - start)
+            if output_dir == run_dir and (controller.logger.steps_logged
+                                          or RunSummary.load(run_dir) is None):
+                summary.save(run_dir)
+                log_hparams(run_dir, config, summary)
+            elif output_dir != run_dir:
+                shutil.rmtree(output_dir, ignore_errors=True)
+    except OutputError as error:
+        if stopped_by is None:
+            raise
+        if write_failure_cause(stopped_by) is None:
+            log.error("%s", error)
+        summary = summarize(controller, impl, strategy, data_info, time.perf_counter() - start)
     return summary
 
 
@@ -342,5 +370,6 @@ def log_results(run_dir: str, summary: RunSummary) -> None:
     log.info("outputs: %s, %s, %s/, train/ and eval/ event files", MODEL_FILE, SUMMARY_FILE,
              CHECKPOINT_DIR)
     relative = os.path.relpath(run_dir)
-    log.info("curves and meshes: %s --logdir %s", runnable_command("tensorboard"),
-             run_dir if relative.startswith("..") else relative)
+    log.info("curves and meshes: %s", shell_command([
+        runnable_command("tensorboard"), "--logdir",
+        run_dir if relative.startswith("..") else relative]))

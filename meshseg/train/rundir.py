@@ -17,7 +17,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
 from meshseg.config import TrainConfig, check_data_paths, check_overrides, checked_config
+from meshseg.console import hydra_override
 from meshseg.errors import ConfigError, MeshsegError, RunDirError
+from meshseg.outputs import check_output_dir, write_atomically, write_json
 from meshseg.train.slurm import slurm_step
 
 # What a run directory holds, besides Hydra's `.hydra/` and `train.log`.
@@ -101,13 +103,12 @@ def claim_run_dir(run_dir: str, cfg: DictConfig) -> bool:
 
     Raises:
       RunDirError: see `check_run_dir`; nothing is written then.
+      OutputError: if `run_config.yaml` cannot be written.
     """
     if check_run_dir(run_dir, cfg):
         return True
-    os.makedirs(run_dir, exist_ok=True)
-    aside = os.path.join(run_dir, f".{RUN_CONFIG}.{os.getpid()}")
-    OmegaConf.save(cfg, aside, resolve=True)
-    os.replace(aside, os.path.join(run_dir, RUN_CONFIG))
+    write_atomically(os.path.join(run_dir, RUN_CONFIG),
+                     lambda path: OmegaConf.save(cfg, path, resolve=True), "the run's settings")
     return False
 
 
@@ -159,7 +160,7 @@ def record_or_check_data(run_dir: str, files: dict[str, list[str]], resumed: boo
     Raises:
       RunDirError: on a resume whose shards differ from the recorded ones, naming each
         changed, new or missing shard; nothing is written then.
-      OSError: if the record cannot be written.
+      OutputError: if the record cannot be written.
     """
     path = os.path.join(run_dir, DATA_FILES)
     current = data_fingerprint(files)
@@ -173,10 +174,7 @@ def record_or_check_data(run_dir: str, files: dict[str, list[str]], resumed: boo
                               "run (hydra.run.dir=...)")
         return
     if write:
-        aside = f"{path}.{os.getpid()}"
-        with open(aside, "w") as stream:
-            json.dump(current, stream, indent=1)
-        os.replace(aside, path)
+        write_json(path, current, "the run's data record")
 
 
 def new_run_dir(name: str) -> str:
@@ -272,13 +270,8 @@ def claim_sweep_dir(config: DictConfig) -> str:
     sweep_dir = new_run_dir(str(config.hydra.sweep.dir))
     with read_write(config.hydra), open_dict(config.hydra):
         config.hydra.sweep.dir = sweep_dir
-        config.hydra.overrides.hydra.append(f"hydra.sweep.dir={_quoted(sweep_dir)}")
+        config.hydra.overrides.hydra.append(hydra_override("hydra.sweep.dir", sweep_dir))
     return sweep_dir
-
-
-def _quoted(value: str) -> str:
-    """`value` as a quoted string of Hydra's override grammar."""
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 class RunDirCheck(Callback):
@@ -295,6 +288,9 @@ class RunDirCheck(Callback):
             check_overrides(list(config.hydra.overrides.task))
             check_data_paths(checked_config(
                 OmegaConf.merge(OmegaConf.structured(TrainConfig), task)).data)
+            run_dir = task.get("resume") or config.hydra.run.dir
+            check_output_dir(os.path.abspath(run_dir),
+                             f"{'resume' if task.get('resume') else 'hydra.run.dir'}={run_dir}")
             if task.get("resume") is not None:
                 check_resume(os.path.abspath(task.resume), task.resume)
                 config.hydra.run.dir = os.path.abspath(task.resume)
@@ -310,6 +306,8 @@ class RunDirCheck(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         try:
+            check_output_dir(os.path.abspath(config.hydra.sweep.dir),
+                             f"hydra.sweep.dir={config.hydra.sweep.dir}")
             claim_sweep_dir(config)
         except MeshsegError as error:
             _refuse(error)

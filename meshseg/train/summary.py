@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 
 from meshseg.config import TrainConfig
 from meshseg.errors import ConfigError
+from meshseg.outputs import write_json
 from meshseg.train.rundir import RUN_CONFIG, SUMMARY_FILE
 
 
@@ -82,12 +83,12 @@ class RunSummary:
         return self.eval_accuracy
 
     def save(self, run_dir: str) -> str:
-        """Writes `<run_dir>/summary.json` atomically; returns its path."""
-        path = os.path.join(run_dir, SUMMARY_FILE)
-        with open(path + ".tmp", "w") as f:
-            json.dump(dataclasses.asdict(self), f, indent=2)
-        os.replace(path + ".tmp", path)
-        return path
+        """Writes `<run_dir>/summary.json` atomically; returns its path.
+
+        Raises:
+          OutputError: if it cannot be written (`meshseg.outputs`); an earlier one stays."""
+        return write_json(os.path.join(run_dir, SUMMARY_FILE), dataclasses.asdict(self),
+                          indent=2)
 
     @classmethod
     def load(cls, run_dir: str) -> Optional["RunSummary"]:

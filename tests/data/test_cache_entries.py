@@ -1,7 +1,7 @@
-"""Cache entries (`meshseg.data.cache_entries`): processes writing one entry at once never
-let a reader see part of it, and a damaged entry is named and read as missing."""
+"""Cache entries, read through `meshseg.data.cache_entries` and written through the one write
+path (`meshseg.outputs.write_atomically`): processes writing one entry at once never let a
+reader see part of it, and a damaged entry is named and read as missing."""
 
-import errno
 import json
 import logging
 import multiprocessing
@@ -9,7 +9,9 @@ import subprocess
 
 import pytest
 
-from meshseg.data.cache_entries import read_entry, write_entry
+from meshseg.data.cache_entries import read_entry
+from meshseg.errors import OutputError
+from meshseg.outputs import write_atomically
 
 WRITES = 150
 
@@ -20,9 +22,17 @@ def _payload(writer: int, index: int) -> bytes:
     return json.dumps({"writer": writer, "index": index, "fill": [writer] * 100_000}).encode()
 
 
+def _write(path, payload: bytes) -> None:
+    def write(temporary: str) -> None:
+        with open(temporary, "wb") as stream:
+            stream.write(payload)
+
+    write_atomically(str(path), write, "the test cache")
+
+
 def _write_many(path: str, writer: int) -> None:
     for index in range(WRITES):
-        write_entry(path, lambda stream, i=index: stream.write(_payload(writer, i)))
+        _write(path, _payload(writer, index))
 
 
 def _parse(path) -> dict:
@@ -82,10 +92,9 @@ def small_filesystem(tmp_path):
 
 def test_a_write_that_fills_the_disk_keeps_the_last_entry_and_no_temporary(small_filesystem):
     path = small_filesystem / "entry.json"
-    write_entry(path, lambda stream: stream.write(_payload(1, 0)))
+    _write(path, _payload(1, 0))
     (small_filesystem / "filler").write_bytes(b"\0" * 600_000)
-    with pytest.raises(OSError) as error:
-        write_entry(path, lambda stream: stream.write(_payload(2, 1)))
-    assert error.value.errno == errno.ENOSPC
+    with pytest.raises(OutputError, match="No space left on device"):
+        _write(path, _payload(2, 1))
     assert read_entry(path, _parse, "test cache")["writer"] == 1
     assert sorted(p.name for p in small_filesystem.iterdir()) == ["entry.json", "filler"]

@@ -1,6 +1,7 @@
 """Specification of mesh conversion (meshseg.data.convert) and the RNA sample
 cache (meshseg.data.prepare)."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -14,6 +15,7 @@ import trimesh
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from helpers.filesystems import tmpfs
 from helpers.meshes import CUT_MESH_REASONS, ascii_ply_text, write_cut_meshes
 from helpers.records import count_records
 from helpers.runs import CONFIG_DIR, PROJECT
@@ -344,3 +346,40 @@ def test_comments_blank_lines_and_continuations_are_read_not_counted(tmp_path, c
               "--num-shards", "1", "--workers", "1", "--strict"])
     assert exit_info.value.code == DataError.exit_code
     assert f"{len(faces) + 3} faces declared, {len(faces)} read" in capsys.readouterr().err
+
+
+def test_a_symlinked_cache_folder_is_followed_and_never_deleted(rna_subset, tmp_path):
+    # data.cache_dir is a symlink to an empty folder: the cache is built in the folder it
+    # points to, and the link stays. A rebuild (the source changed) replaces that folder's
+    # content through the link again; a dangling link (a neighbour) gets its folder made.
+    target = tmp_path / "elsewhere" / "cache"
+    target.mkdir(parents=True)
+    link = tmp_path / "cache"
+    link.symlink_to(target)
+    first = prepare_rna_sample(rna_subset, link)
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert all(Path(path).parent == target for path in first["train"] + first["test"])
+    assert count_records(first["train"]) == 1
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(target).st_mode & 0o777 == 0o777 & ~umask  # not the build folder's 0700
+
+    test_name = (rna_subset / "test.txt").read_text().split()[0]
+    (rna_subset / "train.txt").write_text(f"{(rna_subset / 'train.txt').read_text()}{test_name}\n")
+    rebuilt = prepare_rna_sample(rna_subset, link)
+    assert link.is_symlink() and count_records(rebuilt["train"]) == 2
+    assert not list(target.parent.glob(".cache.build-*"))
+
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "not_yet" / "cache")
+    shards = prepare_rna_sample(rna_subset, dangling)
+    assert dangling.is_symlink() and count_records(shards["train"]) == 2
+    assert all(Path(path).parent == tmp_path / "not_yet" / "cache" and Path(path).is_file()
+               for path in shards["train"])
+
+
+def test_a_read_only_cache_folder_is_refused_before_any_mesh_is_converted(rna_subset):
+    with tmpfs("1m", read_only=True) as read_only:
+        with pytest.raises(ConfigError, match=rf"data.cache_dir={read_only}/cache: {read_only} "
+                                              r"is not writable \(Read-only file system\)"):
+            prepare_rna_sample(rna_subset, read_only / "cache")

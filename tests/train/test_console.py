@@ -4,15 +4,19 @@ worker processes, and a closing summary that says what happened and where to loo
 import logging
 import os
 import re
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
-from helpers.runs import PROJECT
+from helpers.runs import PROJECT, train_command
 
-from meshseg.console import is_native_log_line, runnable_command
+from meshseg.console import (hydra_override, is_native_log_line, runnable_command,
+                             shell_command)
 from meshseg.train.run import log_results
 from meshseg.train.summary import RunSummary
 
@@ -103,3 +107,49 @@ def test_closing_summary_states_the_median_step_time_or_why_there_is_none(
     assert ("test accuracy 0.5000 (majority-class baseline 0.1250), mean IoU 0.2500; accuracy "
             "0.3750 on label boundaries, 0.6250 elsewhere") in caplog.text
     assert "nan" not in caplog.text
+
+
+VALUES_HYDRA_READS_OTHERWISE = ["outputs/my run", "runs/a,b", "it's", "a=b", "x~y#z", "[1]",
+                                "back\\slash\\", "q\\'x", "1.5", "true", "null", "${now:%H}",
+                                "outputs/2026-12-07_01-02-03_feastnet_unet_gather_matmul"]
+
+
+@pytest.mark.parametrize("value", VALUES_HYDRA_READS_OTHERWISE)
+def test_a_printed_override_reads_back_as_its_value_in_the_shell_and_in_hydra(value):
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    printed = shell_command(["python", "train.py", hydra_override("resume", value)])
+    words = shlex.split(printed)  # what the shell hands to train.py
+    assert words[:2] == ["python", "train.py"] and len(words) == 3
+    override = OverridesParser.create().parse_override(words[2])
+    assert override.key_or_group == "resume" and override.value() == value
+
+
+@pytest.mark.slow
+def test_the_resume_command_printed_after_sigterm_runs_as_printed(tiny_dataset, tmp_path):
+    # The run directory holds a space and a comma: the printed command, pasted into a
+    # shell, resumes the run (Hydra reads the directory back whole, not as a sweep).
+    run_dir = tmp_path / "my run, the first"
+    command = [arg if arg != "hydra.run.dir=None" else hydra_override("hydra.run.dir", str(run_dir))
+               for arg in train_command(tiny_dataset, None, "steps=100000", "checkpoint.every=1000")]
+    process = subprocess.Popen(
+        command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 240
+    while not list((run_dir / "train").glob("events*")):
+        assert process.poll() is None and time.time() < deadline
+        time.sleep(0.1)
+    time.sleep(1)
+    process.send_signal(signal.SIGTERM)
+    output, _ = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM, output[-3000:]
+    printed = re.search(r"resume with: (.*)$", output, re.MULTILINE)[1]
+    stopped_at = RunSummary.load(run_dir).steps
+    printed = printed.replace("steps=100000", f"steps={stopped_at + 1}")  # one step more
+    resumed = subprocess.run(["bash", "-c", printed], cwd=PROJECT, capture_output=True,
+                             text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert RunSummary.load(run_dir).steps == stopped_at + 1
+    # a neighbour: the closing TensorBoard command names the same directory, whole
+    tensorboard = re.search(r"curves and meshes: (.*)$", resumed.stdout + resumed.stderr,
+                            re.MULTILINE)[1]
+    assert shlex.split(tensorboard)[-2:] == ["--logdir", str(run_dir)]

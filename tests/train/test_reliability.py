@@ -14,12 +14,13 @@ import tensorflow as tf
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
+from helpers.filesystems import fill, tmpfs
 from helpers.meshes import write_sphere_folder
 from helpers.records import non_finite_tetrahedron_record
 from helpers.runs import (PROJECT, final_weights, scalars, tiny_config, train_command,
                           train_py, train_tiny)
 from meshseg.config import INTEGER_RANGES, check_overrides, schema_keys
-from meshseg.errors import ConfigError, DataError, NonFiniteError, RunDirError
+from meshseg.errors import ConfigError, DataError, NonFiniteError, OutputError, RunDirError
 from meshseg.train.rundir import RUN_CONFIG, check_run_dir
 from meshseg.train.summary import RunSummary
 
@@ -428,8 +429,8 @@ def test_a_full_disk_while_checkpointing_ends_in_one_line_and_the_resume_finishe
 
     monkeypatch.setattr(tf.train.Checkpoint, "write", full_at_step_2)
     monkeypatch.setattr(RunSummary, "save", no_space)
-    with pytest.raises(RunDirError, match=r"checkpoints: cannot save the checkpoint of step 2: "
-                                          r".*No space left on device; the older checkpoints "
+    with pytest.raises(OutputError, match=r"checkpoints: cannot write the checkpoint of step 2: "
+                                          r"No space left on device; the older checkpoints "
                                           r"are intact") as error:
         train_tiny(cfg, str(tmp_path))
     assert "\n" not in str(error.value)
@@ -438,3 +439,44 @@ def test_a_full_disk_while_checkpointing_ends_in_one_line_and_the_resume_finishe
     monkeypatch.undo()
     summary = train_tiny(cfg, str(tmp_path))
     assert summary.steps == 3 and (tmp_path / "model.keras").exists()
+
+
+@pytest.mark.slow
+def test_a_filesystem_that_fills_while_training_ends_in_one_line_and_the_same_command_resumes(
+        tiny_dataset):
+    # A real 16 MB tmpfs holds the run; it is filled once the first checkpoint exists, so
+    # the next event-file flush, checkpoint or summary write fails. Whatever writer fails,
+    # the run ends with one line naming the run directory and the cause (exit 6), the
+    # checkpoints written before stay, and once there is space the same command resumes
+    # from them and finishes.
+    with tmpfs("16m") as mounted:
+        run_dir = mounted / "run"
+        command = train_command(tiny_dataset, run_dir, "steps=400", "checkpoint.every=5",
+                                "eval_every=5")
+        process = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+        deadline = time.time() + 240
+        while not (run_dir / "checkpoints" / "ckpt-5.index").exists():
+            assert process.poll() is None and time.time() < deadline, process.stdout.read()
+            time.sleep(0.05)
+        filler = fill(mounted)
+        output, _ = process.communicate(timeout=240)
+        assert process.returncode == 6, output[-3000:]
+        assert "Traceback" not in output and "Logging error" not in output, output[-3000:]
+        errors = [line for line in output.splitlines() if "[ERROR]" in line]
+        assert len(errors) == 1, output[-3000:]
+        assert errors[0].endswith(
+            f"{run_dir}: cannot write: No space left on device; the checkpoints written "
+            "before stay: free space and run the same command to resume") or (
+            f"{run_dir / 'checkpoints'}: cannot write the checkpoint of step" in errors[0]
+            and errors[0].endswith("No space left on device; the older checkpoints are intact: "
+                                   "free space and run the same command to resume")), errors[0]
+        kept = sorted(int(p.name[5:-6]) for p in (run_dir / "checkpoints").glob("ckpt-*.index"))
+        assert kept and kept[-1] < 400 and not (run_dir / "model.keras").exists()
+
+        filler.unlink()
+        resumed = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True,
+                                 timeout=600)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert f"resuming from the checkpoint of step {kept[-1]}" in resumed.stdout + resumed.stderr
+        assert RunSummary.load(run_dir).steps == 400 and (run_dir / "model.keras").exists()

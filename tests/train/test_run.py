@@ -1,6 +1,8 @@
 """The training application end to end on tiny data: configs, event files, loops, padding."""
 
+import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -146,6 +148,40 @@ def test_multirun_writes_one_logdir_per_job(tiny_dataset, tmp_path):
     assert [row.split(" | ")[0] for row in rows] == [f"| {p.name}" for p in job_dirs]
     assert f"report: {tmp_path / 'report.md'}" in result.stdout
     assert (tmp_path / "report.md").exists()
+
+
+@pytest.mark.slow
+def test_a_sweep_lists_every_job_with_the_failed_ones_and_exits_non_zero_counting_them(
+        tiny_dataset, tmp_path):
+    # Three jobs: one trains, one is refused by its settings before its run starts
+    # (num_classes=0), one by its data after TensorFlow started (labels up to 5 with
+    # num_classes=2). Every job runs; the table and report.md list all three, the failed
+    # ones with exit status and log; the sweep ends with one line counting them.
+    command = [sys.executable, "train.py", "-m", "data.num_classes=6,0,2", "data=tfrecords",
+               f"data.train_files={tiny_dataset['train']}",
+               f"data.test_files={tiny_dataset['test']}", "data.batch_size=2", "model=demo",
+               "model.conv_channels=[8,8]", "model.hidden_channels=16", "steps=1",
+               "eval_every=1", f"hydra.sweep.dir={tmp_path}"]
+    result = subprocess.run(command, cwd=PROJECT, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    jobs = sorted(p for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert len(jobs) == 3
+    rows = {line.split(" | ")[0][2:]: line for line in result.stdout.splitlines()
+            if line.startswith("| ") and "_jit-" in line}
+    report = (tmp_path / "report.md").read_text()
+    assert sorted(rows) == [job.name for job in jobs]
+    assert rows[jobs[0].name].endswith(" | done |") and jobs[0].name in report
+    for job in jobs[1:]:
+        status = f"failed (exit 2): {job / 'train.log'}"
+        assert rows[job.name].endswith(f" | {status} |") and status in report
+        record = json.loads((job / "job_failed.json").read_text())
+        assert record["exit_status"] == 2 and f"hydra.run.dir={job}" in shlex.split(record["command"])
+    assert "error: data.num_classes must be >= 1, got 0" in (jobs[1] / "train.log").read_text()
+    assert "data has label 5 but num_classes=2" in (jobs[2] / "train.log").read_text()
+    last = [line for line in result.stderr.splitlines() if line.strip()][-1]
+    assert last == (f"error: 2 of 3 sweep jobs failed ({jobs[1].name}, {jobs[2].name}); their "
+                    f"exit status and log are in the table and in {tmp_path / 'report.md'}")
 
 
 def test_the_summary_records_test_meshes_that_are_training_meshes(tiny_dataset, tmp_path):

@@ -171,7 +171,7 @@ def test_sweeps_started_in_the_same_second_each_claim_their_own_directory(
     for claimed, c in zip([default, f"{default}-1"], configs):
         assert c.hydra.sweep.dir == claimed  # where the sweeper writes multirun.yaml
         # every job's config is composed from these overrides: its run dir is inside
-        assert list(c.hydra.overrides.hydra)[-1] == f"hydra.sweep.dir='{claimed}'"
+        assert list(c.hydra.overrides.hydra)[-1] == f"hydra.sweep.dir={claimed}"  # plain
         assert not any((tmp_path / claimed).iterdir())
 
 
