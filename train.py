@@ -13,7 +13,6 @@ one job to the next.
 
 import logging
 import os
-import subprocess
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -25,6 +24,8 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 
 import meshseg.config  # noqa: E402,F401  (registers the schema)
 from meshseg.errors import Interrupted, MeshsegError  # noqa: E402
+from meshseg.signals import raising_stop, run_child, stop_of  # noqa: E402
+from meshseg.train.rundir import interrupted_run  # noqa: E402
 from meshseg.train.summary import RunSummary  # noqa: E402
 
 log = logging.getLogger("train")
@@ -39,7 +40,7 @@ def run_job_in_child_process(run_dir: str) -> float:
     """
     overrides = list(HydraConfig.get().overrides.task)
     command = [sys.executable, os.path.abspath(__file__), *overrides, f"hydra.run.dir={run_dir}"]
-    result = subprocess.run(command, env={**os.environ, SWEEP_CHILD: "1"})
+    result = run_child(command, env={**os.environ, SWEEP_CHILD: "1"})
     if result.returncode != 0:
         raise RuntimeError(f"job {' '.join(overrides)} failed (exit {result.returncode}); "
                            f"see {os.path.join(run_dir, 'train.log')}")
@@ -67,9 +68,14 @@ def main(cfg: DictConfig) -> float:
         from meshseg.train.run import run
 
         summary = run(cfg, run_dir, strategy)
-    except MeshsegError as error:
+    except (MeshsegError, KeyboardInterrupt) as caught:
+        # A stop signal outside the training steps (converting, tracing, saving) arrives
+        # as `meshseg.signals.Stop`; within them the loop saves a checkpoint and raises
+        # `Interrupted`.
+        error = (caught if isinstance(caught, MeshsegError)
+                 else interrupted_run(stop_of(caught), cfg.resume or run_dir))
         log.error("%s", error)
-        if isinstance(error, Interrupted):
+        if isinstance(error, Interrupted) and error.resumable:
             overrides = [arg for arg in sys.argv[1:] if not arg.startswith("resume=")]
             log.error("resume with: %s", " ".join([os.path.relpath(sys.executable), "train.py",
                                                    *overrides, f"resume={cfg.resume or run_dir}"]))
@@ -78,4 +84,9 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        with raising_stop():  # SIGINT and SIGTERM in every phase: `meshseg.signals`
+            main()
+    except KeyboardInterrupt as interrupt:  # before the run started (Hydra, the checks)
+        print(f"interrupted by {stop_of(interrupt).name}", file=sys.stderr)
+        sys.exit(stop_of(interrupt).exit_code)

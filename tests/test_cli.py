@@ -46,4 +46,13 @@ def test_ctrl_c_ends_a_tool_with_one_line_and_status_130():
     time.sleep(0.2)
     tool.send_signal(signal.SIGINT)
     _, err = tool.communicate(timeout=30)
-    assert tool.returncode == 130 and err == "interrupted\n"
+    assert tool.returncode == 130 and err == "interrupted by SIGINT\n"
+
+
+def test_sigterm_ends_a_tool_with_one_line_and_status_143():
+    tool = subprocess.Popen([sys.executable, "-c", SLEEPING_TOOL], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert tool.stdout.readline() == "started\n"
+    tool.send_signal(signal.SIGTERM)
+    _, err = tool.communicate(timeout=30)
+    assert tool.returncode == 128 + signal.SIGTERM and err == "interrupted by SIGTERM\n"

@@ -64,7 +64,23 @@ def mesh_descriptors(vertices: np.ndarray, triangles: np.ndarray,
                    "normals": vertex_normals(vertices, triangles)}
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_suffix(f".{os.getpid()}.partial.npz")
-        np.savez(partial, **descriptors)
-        os.replace(partial, cached)
+        partial = partial_file(cached, os.getpid())
+        try:
+            np.savez(partial, **descriptors)
+            os.replace(partial, cached)
+        except BaseException:  # a full disk, or a stop signal while writing
+            partial.unlink(missing_ok=True)
+            raise
     return descriptors
+
+
+def partial_file(cached: Path, pid: int) -> Path:
+    """The name process `pid` writes `cached` under before renaming it."""
+    return cached.with_suffix(f".{pid}.partial.npz")
+
+
+def remove_partial_files(cache_dir: Path, pid: int) -> None:
+    """Removes the files process `pid` (a converter worker that was ended) left half
+    written in `cache_dir`."""
+    for path in Path(cache_dir).glob(partial_file(Path("*.npz"), pid).name):
+        path.unlink(missing_ok=True)

@@ -40,6 +40,7 @@ from meshseg.train.precision import resolved_precision
 from meshseg.train.metrics import MaskedCrossEntropy, class_weights
 from meshseg.train.rundir import (CHECKPOINT_DIR, MODEL_FILE, SUMMARY_FILE, check_resume,
                                   claim_run_dir, record_or_check_data)
+from meshseg.train.runlock import holds_run_dir, release_run_dir
 from meshseg.train.summaries import peak_rss_mib, step_times
 from meshseg.train.summary import RunSummary
 
@@ -193,6 +194,18 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
     config = typed_config(cfg)
     if config.resume is not None:
         run_dir = to_absolute_path(config.resume)
+    held = holds_run_dir(run_dir)  # train.py took the lock before Hydra wrote
+    try:
+        return _run_claimed(cfg, config, run_dir, strategy, start)
+    finally:
+        if not held:  # taken by `claim_run_dir`, for this call only
+            release_run_dir(run_dir)
+
+
+def _run_claimed(cfg: DictConfig, config: TrainConfig, run_dir: str,
+                 strategy: tf.distribute.Strategy, start: float) -> RunSummary:
+    """`run` from the seed on; the run directory is claimed (and locked) once the data
+    are built."""
     keras.utils.set_random_seed(config.seed)
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -251,7 +264,8 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
     schedule = Schedule(config.steps, config.eval_every, config.checkpoint.every,
                         config.checkpoint.keep)
     controller = Controller(output_dir, model, optimizer, schedule, run_eval,
-                            checkpoint_dir=checkpoints if chief else None, restore_dir=checkpoints)
+                            checkpoint_dir=checkpoints if chief else None, restore_dir=checkpoints,
+                            run_dir=run_dir if chief else None)
     check_same_start(strategy, controller.start_step, checkpoints)
     if controller.start_step:
         log.info("resuming from the checkpoint of step %d", controller.start_step)
@@ -282,9 +296,11 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
     try:
         model.save(aside, include_optimizer=False)
         os.replace(aside, os.path.join(run_dir, MODEL_FILE))
-    except OSError as error:
+    except BaseException as error:  # a full disk, or a stop signal while saving
         with contextlib.suppress(OSError):
             os.remove(aside)
+        if not isinstance(error, OSError):
+            raise
         raise RunDirError(f"{os.path.join(run_dir, MODEL_FILE)}: cannot save the model: "
                           f"{error.strerror or error}; free space and run the same command "
                           "(it writes the model from the last checkpoint)") from error

@@ -17,7 +17,9 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
 from meshseg.config import TrainConfig, check_data_paths, check_overrides, checked_config
-from meshseg.errors import ConfigError, MeshsegError, RunDirError
+from meshseg.errors import ConfigError, Interrupted, MeshsegError, RunDirError
+from meshseg.signals import Stop
+from meshseg.train.runlock import hold_run_dir
 from meshseg.train.slurm import slurm_step
 
 # What a run directory holds, besides Hydra's `.hydra/` and `train.log`.
@@ -96,14 +98,17 @@ def claim_run_dir(run_dir: str, cfg: DictConfig) -> bool:
     A directory without our outputs is claimed: `run_config.yaml` records `cfg`. It appears
     whole (written aside, then renamed), as the workers of a multi-worker job that share the
     directory may read it while another writes it. A directory whose `run_config.yaml`
-    matches `cfg` is resumed.
+    matches `cfg` is resumed. Either way this process then holds the directory's lock
+    (`meshseg.train.runlock`) if it did not already.
 
     Raises:
-      RunDirError: see `check_run_dir`; nothing is written then.
+      RunDirError: see `check_run_dir`, or if another live process holds the lock; nothing
+        is written then.
     """
-    if check_run_dir(run_dir, cfg):
+    resumed = check_run_dir(run_dir, cfg)
+    hold_run_dir(run_dir)
+    if resumed:
         return True
-    os.makedirs(run_dir, exist_ok=True)
     aside = os.path.join(run_dir, f".{RUN_CONFIG}.{os.getpid()}")
     OmegaConf.save(cfg, aside, resolve=True)
     os.replace(aside, os.path.join(run_dir, RUN_CONFIG))
@@ -280,15 +285,31 @@ def _quoted(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def interrupted_run(stop: Stop, run_dir: str) -> Interrupted:
+    """The `Interrupted` error of a run stopped by `stop` outside its training steps
+    (converting its data, building the pipeline, tracing, saving): resumable when
+    `run_dir` holds the run (its `run_config.yaml`)."""
+    if os.path.isfile(os.path.join(run_dir, RUN_CONFIG)):
+        return Interrupted(f"stopped by {stop.name}; the run in {run_dir} continues from "
+                           "its last checkpoint (or its start)", stop.signum)
+    return Interrupted(f"stopped by {stop.name} before the run started; nothing to resume, "
+                       "run the same command again", stop.signum, resumable=False)
+
+
 class RunDirCheck(Callback):
-    """Hydra callback: checks the settings (`meshseg.config`) and chooses and checks the run
-    directory before Hydra writes `.hydra/` and its log into it, so a mistake leaves no
-    directory behind. The default name becomes `default_run_dir`; a given one is kept, and
-    refused if it holds another run, so that run's files stay exactly as they were; with
-    `resume=<run dir>` the run directory is the resumed one (its log continues there). A
-    sweep claims its directory first (`claim_sweep_dir`), then each job its own."""
+    """Hydra callback: checks the settings (`meshseg.config`) and chooses, checks and locks
+    the run directory before Hydra writes `.hydra/` and its log into it, so a mistake
+    leaves no directory behind. The default name becomes `default_run_dir`; a given one
+    (or the `resume=<run dir>` one, whose log then continues there) is kept, and refused
+    if it holds another run (or one with other settings), if `checkpoint.dir` holds
+    another run's checkpoints, or if a live process holds its lock
+    (`meshseg.train.ownership`): that run's files stay exactly as they were. A sweep claims
+    its directory first (`claim_sweep_dir`), then each job its own."""
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        # Imported here: `ownership` reads this module's file names.
+        from meshseg.train.ownership import check_checkpoint_owner
+
         task = OmegaConf.masked_copy(config, [key for key in config if key != "hydra"])
         try:
             check_overrides(list(config.hydra.overrides.task))
@@ -299,9 +320,12 @@ class RunDirCheck(Callback):
                 config.hydra.run.dir = os.path.abspath(task.resume)
             elif not run_dir_given(config):
                 config.hydra.run.dir = default_run_dir(config)
-                check_run_dir(config.hydra.run.dir, task)
-            else:
-                check_run_dir(config.hydra.run.dir, task)
+            run_dir = str(config.hydra.run.dir)
+            check_run_dir(run_dir, task)
+            check_checkpoint_owner(os.path.abspath(task.checkpoint.dir or
+                                                   os.path.join(run_dir, CHECKPOINT_DIR)),
+                                   run_dir)
+            hold_run_dir(run_dir)  # until the process ends
         except MeshsegError as error:
             _refuse(error)
         except OmegaConfBaseException as error:  # Hydra would only warn, and run on

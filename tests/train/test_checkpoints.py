@@ -19,7 +19,7 @@ def test_a_run_directory_with_glob_characters_keeps_rotates_and_resumes_checkpoi
     settings = ("checkpoint.every=1", "checkpoint.keep=1")
     train_tiny(tiny_config(tiny_dataset, "steps=2", *settings), run_dir)
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
-        "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"]
+        "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index", "run.json"]
 
     summary = train_tiny(tiny_config(tiny_dataset, "steps=4", *settings), run_dir)
     assert summary.steps == 4 and isinstance(summary.eval_accuracy, float)
