@@ -73,7 +73,7 @@ def main(cfg: DictConfig) -> float:
         # as `meshseg.signals.Stop`; within them the loop saves a checkpoint and raises
         # `Interrupted`.
         error = (caught if isinstance(caught, MeshsegError)
-                 else interrupted_run(stop_of(caught), cfg.resume or run_dir))
+                 else interrupted_run(stop_of(caught), run_dir))
         log.error("%s", error)
         if isinstance(error, Interrupted) and error.resumable:
             overrides = [arg for arg in sys.argv[1:] if not arg.startswith("resume=")]

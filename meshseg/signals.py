@@ -76,13 +76,14 @@ def run_child(command: list, timeout: float | None = None, grace_s: float = CHIL
 
     A `Stop` arriving while the child runs is sent on to the child as the same signal;
     the child gets `grace_s` seconds to stop (a training job saves its checkpoint), is then
-    killed, and the `Stop` is raised again.
+    killed, and the `Stop` is raised again. The child runs in its own process group, so
+    Ctrl-C in a terminal (SIGINT to the foreground group) reaches it once, from here.
 
     Raises:
       Stop: after the child ended, if this process received a stop signal.
       subprocess.TimeoutExpired: after `timeout` s; the child is killed.
     """
-    with subprocess.Popen(command, **popen_kwargs) as process:
+    with subprocess.Popen(command, process_group=0, **popen_kwargs) as process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
         except Stop as stop:

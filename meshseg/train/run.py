@@ -38,8 +38,9 @@ from meshseg.train.keras_loop import KerasLoop
 from meshseg.train.mesh_summaries import MeshSummaries
 from meshseg.train.precision import resolved_precision
 from meshseg.train.metrics import MaskedCrossEntropy, class_weights
-from meshseg.train.rundir import (CHECKPOINT_DIR, MODEL_FILE, SUMMARY_FILE, check_resume,
-                                  claim_run_dir, record_or_check_data)
+from meshseg.train.rundir import (CHECKPOINT_DIR, MODEL_FILE, SUMMARY_FILE, accept_hydra_record,
+                                  check_resume, claim_run_dir, drop_hydra_record,
+                                  record_or_check_data)
 from meshseg.train.runlock import holds_run_dir, release_run_dir
 from meshseg.train.summaries import peak_rss_mib, step_times
 from meshseg.train.summary import RunSummary
@@ -198,6 +199,7 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
     try:
         return _run_claimed(cfg, config, run_dir, strategy, start)
     finally:
+        drop_hydra_record(run_dir)  # a launch refused before `accept_hydra_record`
         if not held:  # taken by `claim_run_dir`, for this call only
             release_run_dir(run_dir)
 
@@ -226,6 +228,7 @@ def _run_claimed(cfg: DictConfig, config: TrainConfig, run_dir: str,
         else:
             log.info("continuing the run in %s", run_dir)
     record_or_check_data(run_dir, data_info.files, resumed, write=is_chief(strategy))
+    accept_hydra_record(run_dir)  # this launch's .hydra/ replaces the one of the last
 
     impl = choose_implementation(config, train_data)
     with strategy.scope():

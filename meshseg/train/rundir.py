@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sys
 from itertools import count
 from typing import List
@@ -29,6 +30,7 @@ MODEL_FILE = "model.keras"  # the trained model
 CHECKPOINT_DIR = "checkpoints"  # `meshseg.train.checkpoints.TrainingCheckpoint`
 DATA_FILES = "data_files.json"  # the shards it started on (`record_or_check_data`)
 MULTIRUN_FILE = "multirun.yaml"  # Hydra's record of a sweep, in its directory
+HYDRA_DIR = ".hydra"  # Hydra's record of the launch (`hydra.output_subdir`)
 OUTPUTS = (CHECKPOINT_DIR, "train", "eval", SUMMARY_FILE, MODEL_FILE)
 # Settings a resumed run may change: how long it trains, how often it evaluates, what
 # it resumes, whether it profiles (and runs recorded before `profile` existed resume).
@@ -285,6 +287,32 @@ def _quoted(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+def pending_hydra_record(run_dir: str) -> str:
+    """Where Hydra writes its record of a launch (`config.yaml`, `hydra.yaml`,
+    `overrides.yaml`) into a run directory that already holds a run: aside, so that the
+    record of the run there stays as it was until this launch is accepted
+    (`accept_hydra_record`) or refused (`drop_hydra_record`)."""
+    return os.path.join(run_dir, f"{HYDRA_DIR}.pending-{os.getpid()}")
+
+
+def accept_hydra_record(run_dir: str) -> None:
+    """Moves this launch's Hydra record, kept aside (`pending_hydra_record`), into
+    `<run_dir>/.hydra/`; nothing to do when there is none (a new run, a run started in
+    this process without Hydra)."""
+    pending = pending_hydra_record(run_dir)
+    if not os.path.isdir(pending):
+        return
+    os.makedirs(os.path.join(run_dir, HYDRA_DIR), exist_ok=True)
+    for name in os.listdir(pending):
+        os.replace(os.path.join(pending, name), os.path.join(run_dir, HYDRA_DIR, name))
+    os.rmdir(pending)
+
+
+def drop_hydra_record(run_dir: str) -> None:
+    """Removes this launch's Hydra record kept aside, if it was not accepted."""
+    shutil.rmtree(pending_hydra_record(run_dir), ignore_errors=True)
+
+
 def interrupted_run(stop: Stop, run_dir: str) -> Interrupted:
     """The `Interrupted` error of a run stopped by `stop` outside its training steps
     (converting its data, building the pipeline, tracing, saving): resumable when
@@ -299,7 +327,8 @@ def interrupted_run(stop: Stop, run_dir: str) -> Interrupted:
 class RunDirCheck(Callback):
     """Hydra callback: checks the settings (`meshseg.config`) and chooses, checks and locks
     the run directory before Hydra writes `.hydra/` and its log into it, so a mistake
-    leaves no directory behind. The default name becomes `default_run_dir`; a given one
+    leaves no directory behind. Into a directory that holds a run, Hydra writes its record
+    aside (`pending_hydra_record`) until the run has accepted the data as well. The default name becomes `default_run_dir`; a given one
     (or the `resume=<run dir>` one, whose log then continues there) is kept, and refused
     if it holds another run (or one with other settings), if `checkpoint.dir` holds
     another run's checkpoints, or if a live process holds its lock
@@ -321,7 +350,9 @@ class RunDirCheck(Callback):
             elif not run_dir_given(config):
                 config.hydra.run.dir = default_run_dir(config)
             run_dir = str(config.hydra.run.dir)
-            check_run_dir(run_dir, task)
+            if check_run_dir(run_dir, task):  # its checks of the data come after Hydra's start
+                with read_write(config.hydra), open_dict(config.hydra):
+                    config.hydra.output_subdir = os.path.basename(pending_hydra_record(run_dir))
             check_checkpoint_owner(os.path.abspath(task.checkpoint.dir or
                                                    os.path.join(run_dir, CHECKPOINT_DIR)),
                                    run_dir)

@@ -83,15 +83,3 @@ def release_run_dir(run_dir: str) -> None:
 def holds_run_dir(run_dir: str) -> bool:
     """Whether this process holds the lock of `run_dir`."""
     return os.path.realpath(lock_file(run_dir)) in _held
-
-
-@contextlib.contextmanager
-def owning(run_dir: str):
-    """Holds the lock of `run_dir` for the block (see `hold_run_dir`); a lock this process
-    already held stays held afterwards."""
-    taken = hold_run_dir(run_dir)
-    try:
-        yield
-    finally:
-        if taken:
-            release_run_dir(run_dir)

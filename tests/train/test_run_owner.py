@@ -5,9 +5,11 @@ comes before Hydra writes into the directory."""
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
+from helpers.records import copy_dataset, shuffled_records
 from helpers.runs import PROJECT, tiny_config, train_command, train_py, train_tiny
 from meshseg.errors import RunDirError
 
@@ -60,6 +62,8 @@ def test_in_process_runs_hold_the_lock_only_while_they_run(tiny_dataset, tmp_pat
 def test_a_run_given_another_runs_checkpoints_is_refused_naming_both_before_any_write(
         tiny_dataset, tmp_path):
     first, second = tmp_path / "a", tmp_path / "b"
+    data = copy_dataset(tiny_dataset, tmp_path / "data")
+    tiny_dataset = data  # the last neighbour changes a shard
     assert train_py(tiny_dataset, first, "steps=2").returncode == 0
     before = tree_bytes(first)
     result = train_py(tiny_dataset, second, "steps=2", "model.hidden_channels=8",
@@ -76,6 +80,17 @@ def test_a_run_given_another_runs_checkpoints_is_refused_naming_both_before_any_
     assert result.returncode == 2, result.stderr[-2000:]
     assert "holds a run with different settings (model.hidden_channels)" in result.stderr
     assert tree_bytes(first) == before
+
+    # And one refused once the data are read (a shard changed since the run started):
+    # Hydra's record of the refused launch was kept aside and is gone; only train.log grew.
+    shuffled_records(Path(data["train"]))
+    result = train_py(tiny_dataset, first, "steps=4")
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert "the data changed since the run started" in result.stdout + result.stderr
+    after = tree_bytes(first)
+    assert after.pop(first / "train.log").startswith(before.pop(first / "train.log"))
+    assert after.pop(first / ".lock") != before.pop(first / ".lock")  # its holder's pid
+    assert after == before
 
 
 def test_checkpoints_written_before_their_owner_was_recorded_belong_to_their_run(
