@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import sys
 from itertools import count
 from typing import List
@@ -292,7 +293,7 @@ def pending_hydra_record(run_dir: str) -> str:
     `overrides.yaml`) into a run directory that already holds a run: aside, so that the
     record of the run there stays as it was until this launch is accepted
     (`accept_hydra_record`) or refused (`drop_hydra_record`)."""
-    return os.path.join(run_dir, f"{HYDRA_DIR}.pending-{os.getpid()}")
+    return os.path.join(run_dir, f"{HYDRA_DIR}.pending-{socket.gethostname()}-{os.getpid()}")
 
 
 def accept_hydra_record(run_dir: str) -> None:
@@ -305,7 +306,7 @@ def accept_hydra_record(run_dir: str) -> None:
     os.makedirs(os.path.join(run_dir, HYDRA_DIR), exist_ok=True)
     for name in os.listdir(pending):
         os.replace(os.path.join(pending, name), os.path.join(run_dir, HYDRA_DIR, name))
-    os.rmdir(pending)
+    shutil.rmtree(pending, ignore_errors=True)
 
 
 def drop_hydra_record(run_dir: str) -> None:
@@ -327,13 +328,14 @@ def interrupted_run(stop: Stop, run_dir: str) -> Interrupted:
 class RunDirCheck(Callback):
     """Hydra callback: checks the settings (`meshseg.config`) and chooses, checks and locks
     the run directory before Hydra writes `.hydra/` and its log into it, so a mistake
-    leaves no directory behind. Into a directory that holds a run, Hydra writes its record
-    aside (`pending_hydra_record`) until the run has accepted the data as well. The default name becomes `default_run_dir`; a given one
+    leaves no directory behind. The default name becomes `default_run_dir`; a given one
     (or the `resume=<run dir>` one, whose log then continues there) is kept, and refused
     if it holds another run (or one with other settings), if `checkpoint.dir` holds
-    another run's checkpoints, or if a live process holds its lock
-    (`meshseg.train.ownership`): that run's files stay exactly as they were. A sweep claims
-    its directory first (`claim_sweep_dir`), then each job its own."""
+    another run's checkpoints (`meshseg.train.ownership`), or if a live process holds its
+    lock (`meshseg.train.runlock`): that run's files stay exactly as they were. Into a
+    directory that holds a run, Hydra writes its record aside (`pending_hydra_record`)
+    until the run has accepted the data as well. A sweep claims its directory first
+    (`claim_sweep_dir`), then each job its own."""
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
         # Imported here: `ownership` reads this module's file names.
@@ -350,7 +352,8 @@ class RunDirCheck(Callback):
             elif not run_dir_given(config):
                 config.hydra.run.dir = default_run_dir(config)
             run_dir = str(config.hydra.run.dir)
-            if check_run_dir(run_dir, task):  # its checks of the data come after Hydra's start
+            resumed = check_run_dir(run_dir, task)
+            if resumed and config.hydra.output_subdir == HYDRA_DIR:  # the data are checked later
                 with read_write(config.hydra), open_dict(config.hydra):
                     config.hydra.output_subdir = os.path.basename(pending_hydra_record(run_dir))
             check_checkpoint_owner(os.path.abspath(task.checkpoint.dir or
