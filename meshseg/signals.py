@@ -74,10 +74,11 @@ def run_child(command: list, timeout: float | None = None, grace_s: float = CHIL
     """`subprocess.run(command, timeout=timeout, **popen_kwargs)` for a meshseg child
     process, which stops with its parent.
 
-    A `Stop` arriving while the child runs is sent on to the child as the same signal;
-    the child gets `grace_s` seconds to stop (a training job saves its checkpoint), is then
-    killed, and the `Stop` is raised again. The child runs in its own process group, so
-    Ctrl-C in a terminal (SIGINT to the foreground group) reaches it once, from here.
+    A `Stop` (or KeyboardInterrupt) arriving while the child runs is sent on to the child
+    as the same signal; the child gets `grace_s` seconds to stop (a training job saves its
+    checkpoint), is then killed, and the interrupt is raised again. The child runs in its
+    own process group, so Ctrl-C in a terminal (SIGINT to the foreground group) reaches it
+    once, from here.
 
     Raises:
       Stop: after the child ended, if this process received a stop signal.
@@ -86,8 +87,8 @@ def run_child(command: list, timeout: float | None = None, grace_s: float = CHIL
     with subprocess.Popen(command, process_group=0, **popen_kwargs) as process:
         try:
             stdout, stderr = process.communicate(timeout=timeout)
-        except Stop as stop:
-            process.send_signal(stop.signum)
+        except KeyboardInterrupt as interrupt:  # a `Stop`, or Python's own for SIGINT
+            process.send_signal(stop_of(interrupt).signum)
             try:
                 process.communicate(timeout=grace_s)
             except (subprocess.TimeoutExpired, KeyboardInterrupt):
