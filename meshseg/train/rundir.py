@@ -221,6 +221,13 @@ def job_id() -> str:
     return "cluster-" + hashlib.sha1(json.dumps(cluster, sort_keys=True).encode()).hexdigest()[:8]
 
 
+def in_multi_worker_job(config: DictConfig) -> bool:
+    """Whether this process is a worker of a multi-worker job: strategy=multi_worker, with
+    TF_CONFIG set or in a SLURM job step."""
+    return config.strategy.name == "multi_worker" and (
+        "TF_CONFIG" in os.environ or slurm_step() is not None)
+
+
 def default_run_dir(config: DictConfig) -> str:
     """The directory of a run whose `hydra.run.dir` was not given (`config`: Hydra's config).
 
@@ -233,8 +240,7 @@ def default_run_dir(config: DictConfig) -> str:
       ConfigError: see `job_id`.
       OSError: see `new_run_dir`.
     """
-    if config.strategy.name != "multi_worker" or (
-            "TF_CONFIG" not in os.environ and slurm_step() is None):
+    if not in_multi_worker_job(config):
         return new_run_dir(config.hydra.run.dir)
     template = OmegaConf.to_container(config.hydra.run)["dir"]
     return OmegaConf.create({"dir": NOW.sub(f"job-{job_id()}", template)}, parent=config).dir
@@ -356,9 +362,10 @@ class RunDirCheck(Callback):
             if resumed and config.hydra.output_subdir == HYDRA_DIR:  # the data are checked later
                 with read_write(config.hydra), open_dict(config.hydra):
                     config.hydra.output_subdir = os.path.basename(pending_hydra_record(run_dir))
-            check_checkpoint_owner(os.path.abspath(task.checkpoint.dir or
-                                                   os.path.join(run_dir, CHECKPOINT_DIR)),
-                                   run_dir)
+            if not in_multi_worker_job(config):  # workers share the chief's (checked there)
+                check_checkpoint_owner(os.path.abspath(task.checkpoint.dir or
+                                                       os.path.join(run_dir, CHECKPOINT_DIR)),
+                                       run_dir)
             hold_run_dir(run_dir)  # until the process ends
         except MeshsegError as error:
             _refuse(error)
