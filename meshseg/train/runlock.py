@@ -28,12 +28,17 @@ _held: dict[str, int] = {}  # lock file (real path) -> open descriptor holding i
 
 def lock_file(run_dir: str) -> str:
     """`<run_dir>/.lock`, or `.lock.<task>` for a task of a multi-worker job (TF_CONFIG's
-    task, or the SLURM step's rank), whose workers share the directory."""
+    task, the submitit task's rank, or the SLURM step's rank), whose workers share the
+    directory."""
     task = ""
     if "TF_CONFIG" in os.environ:
         with contextlib.suppress(ValueError, AttributeError, KeyError, TypeError):
             spec = json.loads(os.environ["TF_CONFIG"])["task"]
             task = f".{spec['type']}-{int(spec['index'])}"
+    elif "SUBMITIT_EXECUTOR" in os.environ:  # a task of a submitit launcher's job
+        import submitit
+
+        task = f".task-{submitit.JobEnvironment().global_rank}"
     elif slurm_step() is not None:
         task = f".task-{slurm_step().rank}"
     return os.path.join(run_dir, LOCK_FILE + task)
