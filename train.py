@@ -27,6 +27,8 @@ from omegaconf import DictConfig, OmegaConf  # noqa: E402
 import meshseg.config  # noqa: E402,F401  (registers the schema)
 from meshseg.console import hydra_override, shell_command, train_py_command  # noqa: E402
 from meshseg.errors import Interrupted, MeshsegError  # noqa: E402
+from meshseg.signals import raising_stop, stop_of  # noqa: E402
+from meshseg.train.rundir import interrupted_run  # noqa: E402
 from meshseg.train.summary import RunSummary  # noqa: E402
 from meshseg.train.sweep import run_job  # noqa: E402
 
@@ -67,9 +69,14 @@ def main(cfg: DictConfig) -> float:
         from meshseg.train.run import run
 
         summary = run(cfg, run_dir, strategy)
-    except MeshsegError as error:
+    except (MeshsegError, KeyboardInterrupt) as caught:
+        # A stop signal outside the training steps (converting, tracing, saving) arrives
+        # as `meshseg.signals.Stop`; within them the loop saves a checkpoint and raises
+        # `Interrupted`.
+        error = (caught if isinstance(caught, MeshsegError)
+                 else interrupted_run(stop_of(caught), run_dir))
         log.error("%s", error)
-        if isinstance(error, Interrupted):
+        if isinstance(error, Interrupted) and error.resumable:
             overrides = [arg for arg in sys.argv[1:] if not arg.startswith("resume=")]
             log.error("resume with: %s", train_py_command(
                 [*overrides, hydra_override("resume", cfg.resume or run_dir)]))
@@ -78,4 +85,9 @@ def main(cfg: DictConfig) -> float:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        with raising_stop():  # SIGINT and SIGTERM in every phase: `meshseg.signals`
+            main()
+    except KeyboardInterrupt as interrupt:  # before the run started (Hydra, the checks)
+        print(f"interrupted by {stop_of(interrupt).name}", file=sys.stderr)
+        sys.exit(stop_of(interrupt).exit_code)

@@ -22,12 +22,12 @@ TensorFlow: a mistake then fails in about a second, without TensorFlow's start-u
 import argparse
 import functools
 import os
-import signal
 import sys
 from typing import Callable, Iterable, Mapping
 
 from meshseg.errors import ConfigError, MeshsegError
 from meshseg.outputs import check_output_dir
+from meshseg.signals import raising_stop, stop_of
 
 
 def command(main: Callable) -> Callable:
@@ -36,21 +36,25 @@ def command(main: Callable) -> Callable:
     The wrapper returns what `main` returns (a console script exits with it, so `main`
     returns None or an exit status). A `MeshsegError` from `main` is printed to stderr as
     one line, `error: <message>` (the lines of a multi-line message joined by "; "), and
-    ends the process with `SystemExit(error.exit_code)`. Ctrl-C ends it with one line,
-    `interrupted`, and status 130 (128 + SIGINT, as `meshseg.errors.Interrupted`).
+    ends the process with `SystemExit(error.exit_code)`. SIGINT (Ctrl-C) or SIGTERM, in
+    whatever phase, ends it with one line, `interrupted by SIGTERM`, and status 128 +
+    signal (`meshseg.signals.raising_stop`: child processes are ended and temporaries
+    removed on the way).
     """
 
     @functools.wraps(main)
     def run(argv=None):
         try:
-            return main(argv)
+            with raising_stop():
+                return main(argv)
         except MeshsegError as error:
             lines = [line.strip() for line in str(error).splitlines() if line.strip()]
             print(f"error: {'; '.join(lines)}", file=sys.stderr)
             sys.exit(error.exit_code)
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            sys.exit(128 + signal.SIGINT)
+        except KeyboardInterrupt as interrupt:
+            stop = stop_of(interrupt)
+            print(f"interrupted by {stop.name}", file=sys.stderr)
+            sys.exit(stop.exit_code)
 
     return run
 

@@ -11,7 +11,7 @@ command-line tools exit with:
 | `DataError` | 4 | a mesh, label file or record is missing or invalid; the message names it |
 | `ClusterError` | 5 | a multi-worker run's workers did not all start in time, or disagree on the checkpoint they resume from |
 | `OutputError` | 6 | an output cannot be written (a full disk, no permission); the message names the path and the cause, and the last good state stays |
-| `Interrupted` | 128 + signal | SIGINT or SIGTERM; a checkpoint was saved (none when it came while a multi-worker run waited for its workers) |
+| `Interrupted` | 128 + signal | SIGINT or SIGTERM; a checkpoint was saved when it came during the training steps (none in the other phases, nor while a multi-worker run waited for its workers) |
 
 Hydra's own composition errors (unknown key, wrong type) exit with status 1.
 """
@@ -66,8 +66,11 @@ class OutputError(MeshsegError):
 
 
 class Interrupted(MeshsegError):
-    """SIGINT or SIGTERM arrived; a checkpoint was saved. `exit_code` is 128 + signal."""
+    """SIGINT or SIGTERM arrived. `exit_code` is 128 + signal; `resumable` says whether the
+    run directory holds a run that the same command continues (a run stopped before it
+    claimed its directory, e.g. while converting its data, has nothing to resume)."""
 
-    def __init__(self, message: str, signum: int):
+    def __init__(self, message: str, signum: int, resumable: bool = True):
         super().__init__(message)
         self.exit_code = 128 + signum
+        self.resumable = resumable

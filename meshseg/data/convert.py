@@ -25,6 +25,7 @@ import fnmatch
 import logging
 import multiprocessing
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
@@ -39,6 +40,7 @@ from meshseg.console import start_tensorflow_quietly
 from meshseg.data import meshfiles
 from meshseg.data.adjacency import ADJACENCY_FIELDS
 from meshseg.data.derived import STORED_FEATURES, stored_features
+from meshseg.data.descriptor_cache import remove_partial_files
 from meshseg.data.pose import ambiguity
 from meshseg.data.foreign import list_file_lines
 from meshseg.data.manifest import listed_shards, manifest_path, summarize, write_manifest
@@ -57,14 +59,20 @@ def _one_thread_each() -> None:
     """Worker start-up: one BLAS / OpenMP thread per converter process. The processes
     already fill the cores; with the libraries' own threads on top, two processes took
     9.2-9.3 s per RNA mesh's HKS against 4.2-4.7 s with one thread each (2 cores,
-    docs/experiments/2026-12-02-rna-feature-computation.md)."""
+    docs/experiments/2026-12-02-rna-feature-computation.md). Ctrl-C, which the terminal
+    sends to every process of the job, is left to the parent, which ends the workers
+    (`_loaded_meshes`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     threadpool_limits(1)
 
 
 def _loaded_meshes(jobs: list[dict], workers: int):
     """Yields `meshfiles.convert_job` results in job order, using `workers` processes.
     Workers are spawned (not forked: the parent may run TensorFlow threads), each with one
-    BLAS / OpenMP thread (`_one_thread_each`)."""
+    BLAS / OpenMP thread (`_one_thread_each`). When the caller stops early (an error, or a
+    stop signal: `meshseg.signals.Stop`), the workers are ended at once (SIGTERM), not
+    after the meshes they are converting, and the descriptor-cache files they were
+    writing are removed."""
     if workers <= 1:
         yield from map(meshfiles.convert_job, jobs)
         return
@@ -73,7 +81,17 @@ def _loaded_meshes(jobs: list[dict], workers: int):
         try:
             yield from pool.map(meshfiles.convert_job, jobs)
         except BaseException:
-            pool.shutdown(cancel_futures=True)
+            # `ProcessPoolExecutor` has no public way to end its workers before Python
+            # 3.14 (`terminate_workers`); its `_processes` are the worker processes.
+            processes = dict(getattr(pool, "_processes", None) or {})
+            pool.shutdown(wait=False, cancel_futures=True)
+            for process in processes.values():
+                if process.is_alive():
+                    process.terminate()
+            for pid, process in processes.items():
+                process.join(timeout=10)
+                if jobs[0]["descriptor_cache"] is not None:
+                    remove_partial_files(jobs[0]["descriptor_cache"], pid)
             raise
 
 

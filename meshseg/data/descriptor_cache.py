@@ -88,3 +88,10 @@ def _read_descriptors(path: Path, num_vertices: int) -> dict[str, np.ndarray]:
             raise ValueError(f"{name} is {array.dtype} {list(array.shape)}, not float32 "
                              f"[{num_vertices}, C]")
     return arrays
+
+
+def remove_partial_files(cache_dir: Path, pid: int) -> None:
+    """Removes the entries process `pid` (a converter worker that was ended) left half
+    written in `cache_dir`: its temporaries (`meshseg.outputs.temporary_name`)."""
+    for path in Path(cache_dir).glob(f".*.{pid}.tmp.npz"):
+        path.unlink(missing_ok=True)

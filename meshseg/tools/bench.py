@@ -39,6 +39,7 @@ from meshseg.cli import at_least, command, output_dir
 from meshseg.config import MAX_THREADS, MODELS
 from meshseg.config import PRECISIONS as RUN_PRECISIONS
 from meshseg.console import start_tensorflow_quietly
+from meshseg.signals import run_child
 from meshseg.tools.bench_worker import ICOSPHERE_SIZES
 from meshseg.tools.roofline import MODES
 
@@ -54,7 +55,8 @@ def _run_worker(job: Dict, timeout: float) -> Dict:
                    result_path]
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
         try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+            proc = run_child(command, timeout=timeout, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=env)
         except subprocess.TimeoutExpired:
             return {"error": f"timeout after {timeout:g} s"}
         if os.path.exists(result_path):

@@ -11,8 +11,9 @@ from typing import List, Optional
 import keras
 import tensorflow as tf
 
-from meshseg.errors import DataError, OutputError
+from meshseg.errors import DataError, OutputError, RunDirError
 from meshseg.outputs import write_text, writing
+from meshseg.train.ownership import check_checkpoint_owner, record_checkpoint_owner
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +69,9 @@ class TrainingCheckpoint:
       optimizer: its optimizer; its variables are created here so a restore fills them.
       max_to_keep: number of checkpoints kept (older ones are deleted).
       restore_directory: where checkpoints are restored from (None: `directory`).
+      run_dir: the run directory these checkpoints belong to: a restore from a folder that
+        holds another run's checkpoints is refused, and the first save records the run in
+        `directory` (`meshseg.train.ownership`); None: no check, no record.
 
     Attributes:
       directory, restore_directory: as given (`restore_directory` never None).
@@ -75,11 +79,12 @@ class TrainingCheckpoint:
 
     Raises:
       DataError: if checkpoints exist but none of them restores (naming each and why).
+      RunDirError: if `restore_directory` holds another run's checkpoints (naming both).
     """
 
     def __init__(self, directory: str, model: keras.Model,
                  optimizer: keras.optimizers.Optimizer, max_to_keep: int = 3,
-                 restore_directory: Optional[str] = None):
+                 restore_directory: Optional[str] = None, run_dir: Optional[str] = None):
         if not optimizer.built:
             optimizer.build(model.trainable_variables)
         self.step = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
@@ -87,6 +92,9 @@ class TrainingCheckpoint:
         self.directory = directory
         self.restore_directory = restore_directory or directory
         self.max_to_keep = max_to_keep
+        self.run_dir = run_dir
+        if run_dir is not None:
+            check_checkpoint_owner(self.restore_directory, run_dir)
         self.restored_step = self._restore_newest_intact()
 
     @property
@@ -128,6 +136,8 @@ class TrainingCheckpoint:
                          "the older checkpoints are intact: free space and run the same "
                          "command to resume"):
                 os.makedirs(self.directory, exist_ok=True)
+                if self.run_dir is not None:
+                    record_checkpoint_owner(self.directory, self.run_dir)
                 with inside(self.directory):
                     self.checkpoint.write(f"ckpt-{step}")
         except OutputError:

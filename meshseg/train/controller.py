@@ -55,6 +55,8 @@ class Controller:
       checkpoint_dir: where checkpoints are written (None: `<output_dir>/checkpoints`).
       restore_dir: where they are restored from (None: `checkpoint_dir`); a non-chief
         worker restores from the chief's shared folder and writes to its scratch one.
+      run_dir: the run directory, whose checkpoints these are (`meshseg.train.ownership`);
+        None: not checked.
 
     Attributes:
       start_step: the step restored from the newest intact checkpoint (0 for a fresh run); the
@@ -66,12 +68,12 @@ class Controller:
                  optimizer: keras.optimizers.Optimizer, schedule: Schedule,
                  run_eval: Callable[[bool], Dict[str, Dict[str, float]]],
                  checkpoint_dir: Optional[str] = None,
-                 restore_dir: Optional[str] = None):
+                 restore_dir: Optional[str] = None, run_dir: Optional[str] = None):
         self.schedule = schedule
         self.run_eval = run_eval
         self.checkpoint = TrainingCheckpoint(
             checkpoint_dir or os.path.join(output_dir, CHECKPOINT_DIR), model, optimizer,
-            schedule.checkpoints_kept, restore_dir)
+            schedule.checkpoints_kept, restore_dir, run_dir)
         self.start_step = self.checkpoint.restored_step
         self.logger = RunLogger(output_dir, schedule.steps, initial_step=self.start_step)
         self.signals = StopSignals()

@@ -40,8 +40,10 @@ from meshseg.train.keras_loop import KerasLoop
 from meshseg.train.mesh_summaries import MeshSummaries
 from meshseg.train.precision import resolved_precision, visible_gpus
 from meshseg.train.metrics import MaskedCrossEntropy, class_weights
-from meshseg.train.rundir import (CHECKPOINT_DIR, MODEL_FILE, SUMMARY_FILE, check_resume,
-                                  claim_run_dir, record_or_check_data)
+from meshseg.train.rundir import (CHECKPOINT_DIR, MODEL_FILE, SUMMARY_FILE, accept_hydra_record,
+                                  check_resume, claim_run_dir, drop_hydra_record,
+                                  record_or_check_data)
+from meshseg.train.runlock import holds_run_dir, release_run_dir
 from meshseg.train.summaries import peak_rss_mib, step_times
 from meshseg.train.summary import RunSummary
 
@@ -209,6 +211,19 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
     config = typed_config(cfg)
     if config.resume is not None:
         run_dir = to_absolute_path(config.resume)
+    held = holds_run_dir(run_dir)  # train.py took the lock before Hydra wrote
+    try:
+        return _run_claimed(cfg, config, run_dir, strategy, start)
+    finally:
+        drop_hydra_record(run_dir)  # a launch refused before `accept_hydra_record`
+        if not held:  # taken by `claim_run_dir`, for this call only
+            release_run_dir(run_dir)
+
+
+def _run_claimed(cfg: DictConfig, config: TrainConfig, run_dir: str,
+                 strategy: tf.distribute.Strategy, start: float) -> RunSummary:
+    """`run` from the seed on; the run directory is claimed (and locked) once the data
+    are built."""
     keras.utils.set_random_seed(config.seed)
     if config.deterministic:
         tf.config.experimental.enable_op_determinism()
@@ -229,6 +244,7 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
         else:
             log.info("continuing the run in %s", run_dir)
     record_or_check_data(run_dir, data_info.files, resumed, write=is_chief(strategy))
+    accept_hydra_record(run_dir)  # this launch's .hydra/ replaces the one of the last
 
     impl = choose_implementation(config, train_data)
     with strategy.scope():
@@ -275,7 +291,7 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
     with writing(run_dir, hint=RESUME_HINT):
         controller = Controller(output_dir, model, optimizer, schedule, run_eval,
                                 checkpoint_dir=checkpoints if chief else None,
-                                restore_dir=checkpoints)
+                                restore_dir=checkpoints, run_dir=run_dir if chief else None)
         check_same_start(strategy, controller.start_step, checkpoints)
         if controller.start_step:
             log.info("resuming from the checkpoint of step %d", controller.start_step)

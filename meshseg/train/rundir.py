@@ -7,6 +7,8 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import socket
 import sys
 from itertools import count
 from typing import List
@@ -18,8 +20,10 @@ from omegaconf.errors import OmegaConfBaseException
 
 from meshseg.config import TrainConfig, check_data_paths, check_overrides, checked_config
 from meshseg.console import hydra_override
-from meshseg.errors import ConfigError, MeshsegError, RunDirError
+from meshseg.errors import ConfigError, Interrupted, MeshsegError, RunDirError
 from meshseg.outputs import check_output_dir, write_atomically, write_json
+from meshseg.signals import Stop
+from meshseg.train.runlock import hold_run_dir
 from meshseg.train.slurm import slurm_step
 
 # What a run directory holds, besides Hydra's `.hydra/` and `train.log`.
@@ -29,6 +33,7 @@ MODEL_FILE = "model.keras"  # the trained model
 CHECKPOINT_DIR = "checkpoints"  # `meshseg.train.checkpoints.TrainingCheckpoint`
 DATA_FILES = "data_files.json"  # the shards it started on (`record_or_check_data`)
 MULTIRUN_FILE = "multirun.yaml"  # Hydra's record of a sweep, in its directory
+HYDRA_DIR = ".hydra"  # Hydra's record of the launch (`hydra.output_subdir`)
 OUTPUTS = (CHECKPOINT_DIR, "train", "eval", SUMMARY_FILE, MODEL_FILE)
 # Settings a resumed run may change: how long it trains, how often it evaluates, what
 # it resumes, whether it profiles (and runs recorded before `profile` existed resume).
@@ -99,13 +104,17 @@ def claim_run_dir(run_dir: str, cfg: DictConfig) -> bool:
     A directory without our outputs is claimed: `run_config.yaml` records `cfg`. It appears
     whole (written aside, then renamed), as the workers of a multi-worker job that share the
     directory may read it while another writes it. A directory whose `run_config.yaml`
-    matches `cfg` is resumed.
+    matches `cfg` is resumed. Either way this process then holds the directory's lock
+    (`meshseg.train.runlock`) if it did not already.
 
     Raises:
-      RunDirError: see `check_run_dir`; nothing is written then.
+      RunDirError: see `check_run_dir`, or if another live process holds the lock; nothing
+        is written then.
       OutputError: if `run_config.yaml` cannot be written.
     """
-    if check_run_dir(run_dir, cfg):
+    resumed = check_run_dir(run_dir, cfg)
+    hold_run_dir(run_dir)
+    if resumed:
         return True
     write_atomically(os.path.join(run_dir, RUN_CONFIG),
                      lambda path: OmegaConf.save(cfg, path, resolve=True), "the run's settings")
@@ -212,6 +221,13 @@ def job_id() -> str:
     return "cluster-" + hashlib.sha1(json.dumps(cluster, sort_keys=True).encode()).hexdigest()[:8]
 
 
+def in_multi_worker_job(config: DictConfig) -> bool:
+    """Whether this process is a worker of a multi-worker job: strategy=multi_worker, with
+    TF_CONFIG set or in a SLURM job step."""
+    return config.strategy.name == "multi_worker" and (
+        "TF_CONFIG" in os.environ or slurm_step() is not None)
+
+
 def default_run_dir(config: DictConfig) -> str:
     """The directory of a run whose `hydra.run.dir` was not given (`config`: Hydra's config).
 
@@ -224,8 +240,7 @@ def default_run_dir(config: DictConfig) -> str:
       ConfigError: see `job_id`.
       OSError: see `new_run_dir`.
     """
-    if config.strategy.name != "multi_worker" or (
-            "TF_CONFIG" not in os.environ and slurm_step() is None):
+    if not in_multi_worker_job(config):
         return new_run_dir(config.hydra.run.dir)
     template = OmegaConf.to_container(config.hydra.run)["dir"]
     return OmegaConf.create({"dir": NOW.sub(f"job-{job_id()}", template)}, parent=config).dir
@@ -274,15 +289,59 @@ def claim_sweep_dir(config: DictConfig) -> str:
     return sweep_dir
 
 
+def pending_hydra_record(run_dir: str) -> str:
+    """Where Hydra writes its record of a launch (`config.yaml`, `hydra.yaml`,
+    `overrides.yaml`) into a run directory that already holds a run: aside, so that the
+    record of the run there stays as it was until this launch is accepted
+    (`accept_hydra_record`) or refused (`drop_hydra_record`)."""
+    return os.path.join(run_dir, f"{HYDRA_DIR}.pending-{socket.gethostname()}-{os.getpid()}")
+
+
+def accept_hydra_record(run_dir: str) -> None:
+    """Moves this launch's Hydra record, kept aside (`pending_hydra_record`), into
+    `<run_dir>/.hydra/`; nothing to do when there is none (a new run, a run started in
+    this process without Hydra)."""
+    pending = pending_hydra_record(run_dir)
+    if not os.path.isdir(pending):
+        return
+    os.makedirs(os.path.join(run_dir, HYDRA_DIR), exist_ok=True)
+    for name in os.listdir(pending):
+        os.replace(os.path.join(pending, name), os.path.join(run_dir, HYDRA_DIR, name))
+    shutil.rmtree(pending, ignore_errors=True)
+
+
+def drop_hydra_record(run_dir: str) -> None:
+    """Removes this launch's Hydra record kept aside, if it was not accepted."""
+    shutil.rmtree(pending_hydra_record(run_dir), ignore_errors=True)
+
+
+def interrupted_run(stop: Stop, run_dir: str) -> Interrupted:
+    """The `Interrupted` error of a run stopped by `stop` outside its training steps
+    (converting its data, building the pipeline, tracing, saving): resumable when
+    `run_dir` holds the run (its `run_config.yaml`)."""
+    if os.path.isfile(os.path.join(run_dir, RUN_CONFIG)):
+        return Interrupted(f"stopped by {stop.name}; the run in {run_dir} continues from "
+                           "its last checkpoint (or its start)", stop.signum)
+    return Interrupted(f"stopped by {stop.name} before the run started; nothing to resume, "
+                       "run the same command again", stop.signum, resumable=False)
+
+
 class RunDirCheck(Callback):
-    """Hydra callback: checks the settings (`meshseg.config`) and chooses and checks the run
-    directory before Hydra writes `.hydra/` and its log into it, so a mistake leaves no
-    directory behind. The default name becomes `default_run_dir`; a given one is kept, and
-    refused if it holds another run, so that run's files stay exactly as they were; with
-    `resume=<run dir>` the run directory is the resumed one (its log continues there). A
-    sweep claims its directory first (`claim_sweep_dir`), then each job its own."""
+    """Hydra callback: checks the settings (`meshseg.config`) and chooses, checks and locks
+    the run directory before Hydra writes `.hydra/` and its log into it, so a mistake
+    leaves no directory behind. The default name becomes `default_run_dir`; a given one
+    (or the `resume=<run dir>` one, whose log then continues there) is kept, and refused
+    if it holds another run (or one with other settings), if `checkpoint.dir` holds
+    another run's checkpoints (`meshseg.train.ownership`), or if a live process holds its
+    lock (`meshseg.train.runlock`): that run's files stay exactly as they were. Into a
+    directory that holds a run, Hydra writes its record aside (`pending_hydra_record`)
+    until the run has accepted the data as well. A sweep claims its directory first
+    (`claim_sweep_dir`), then each job its own."""
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        # Imported here: `ownership` reads this module's file names.
+        from meshseg.train.ownership import check_checkpoint_owner
+
         task = OmegaConf.masked_copy(config, [key for key in config if key != "hydra"])
         try:
             check_overrides(list(config.hydra.overrides.task))
@@ -296,9 +355,16 @@ class RunDirCheck(Callback):
                 config.hydra.run.dir = os.path.abspath(task.resume)
             elif not run_dir_given(config):
                 config.hydra.run.dir = default_run_dir(config)
-                check_run_dir(config.hydra.run.dir, task)
-            else:
-                check_run_dir(config.hydra.run.dir, task)
+            run_dir = str(config.hydra.run.dir)
+            resumed = check_run_dir(run_dir, task)
+            if resumed and config.hydra.output_subdir == HYDRA_DIR:  # the data are checked later
+                with read_write(config.hydra), open_dict(config.hydra):
+                    config.hydra.output_subdir = os.path.basename(pending_hydra_record(run_dir))
+            if not in_multi_worker_job(config):  # workers share the chief's (checked there)
+                check_checkpoint_owner(os.path.abspath(task.checkpoint.dir or
+                                                       os.path.join(run_dir, CHECKPOINT_DIR)),
+                                       run_dir)
+            hold_run_dir(run_dir)  # until the process ends
         except MeshsegError as error:
             _refuse(error)
         except OmegaConfBaseException as error:  # Hydra would only warn, and run on

@@ -16,6 +16,7 @@ from typing import List, Optional
 
 from meshseg.console import hydra_override, train_py_command
 from meshseg.outputs import write_json, writing
+from meshseg.signals import stopping_with
 
 FAILED_FILE = "job_failed.json"
 LOG_FILE = "train.log"  # Hydra's job log (hydra.job.name is "train")
@@ -23,8 +24,9 @@ _KEPT_STDERR = 1 << 16  # bytes of a job's stderr kept for its log (its last one
 
 
 def run_job(script: str, overrides: List[str], run_dir: str, env: dict) -> Optional[int]:
-    """Runs `python <script> <overrides> hydra.run.dir=<run_dir>` as a child process,
-    its stderr passed through to this process's and its end kept; returns None when it
+    """Runs `python <script> <overrides> hydra.run.dir=<run_dir>` as a child process in
+    its own process group (a stop signal is passed on to it: `meshseg.signals`), its
+    stderr passed through to this process's and its end kept; returns None when it
     succeeds, else its exit status after recording the failure in `run_dir` (see the
     module docstring).
 
@@ -33,13 +35,14 @@ def run_job(script: str, overrides: List[str], run_dir: str, env: dict) -> Optio
     """
     run_override = hydra_override("hydra.run.dir", run_dir)
     child = subprocess.Popen([sys.executable, script, *overrides, run_override], env=env,
-                             stderr=subprocess.PIPE)
+                             stderr=subprocess.PIPE, process_group=0)
     tail = bytearray()
-    for chunk in iter(lambda: os.read(child.stderr.fileno(), 1 << 14), b""):
-        sys.stderr.buffer.write(chunk)
-        sys.stderr.flush()
-        tail = (tail + chunk)[-_KEPT_STDERR:]
-    status = child.wait()
+    with stopping_with(child):  # a stop signal reaches the job, which saves its checkpoint
+        for chunk in iter(lambda: os.read(child.stderr.fileno(), 1 << 14), b""):
+            sys.stderr.buffer.write(chunk)
+            sys.stderr.flush()
+            tail = (tail + chunk)[-_KEPT_STDERR:]
+        status = child.wait()
     child.stderr.close()
     if status == 0:
         return None

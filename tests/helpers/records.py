@@ -1,5 +1,7 @@
 """Writing mesh records and reading TFRecord shards back in tests."""
 
+from pathlib import Path
+
 import tensorflow as tf
 
 
@@ -34,3 +36,21 @@ def non_finite_tetrahedron_record() -> bytes:
     example.features.feature["vertices"].bytes_list.value[:] = [
         tf.io.serialize_tensor(vertices).numpy()]
     return example.SerializeToString()
+
+
+def copy_dataset(dataset: dict, folder: Path) -> dict:
+    """The shards of `dataset` copied into `folder` (so a test can change them)."""
+    folder.mkdir()
+    copies = {split: folder / Path(dataset[split]).name for split in ("train", "test")}
+    for split, copy in copies.items():
+        copy.write_bytes(Path(dataset[split]).read_bytes())
+    return {**dataset, **{split: str(copy) for split, copy in copies.items()}}
+
+
+def shuffled_records(path: Path) -> None:
+    """Rewrites the shard at `path` with its records in reverse order (same meshes, other
+    stream)."""
+    records = list(tf.data.TFRecordDataset(str(path)).as_numpy_iterator())
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for record in reversed(records):
+            writer.write(record)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers.records import copy_dataset, shuffled_records
 from helpers.runs import final_weights, scalars, tiny_config, train_tiny
 from meshseg.errors import RunDirError
 from meshseg.train.summary import RunSummary
@@ -19,7 +20,7 @@ def test_a_run_directory_with_glob_characters_keeps_rotates_and_resumes_checkpoi
     settings = ("checkpoint.every=1", "checkpoint.keep=1")
     train_tiny(tiny_config(tiny_dataset, "steps=2", *settings), run_dir)
     assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == [
-        "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"]
+        "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index", "run.json"]
 
     summary = train_tiny(tiny_config(tiny_dataset, "steps=4", *settings), run_dir)
     assert summary.steps == 4 and isinstance(summary.eval_accuracy, float)
@@ -82,24 +83,6 @@ def test_a_resumed_run_sees_the_batches_of_an_uninterrupted_one(tiny_dataset, tm
     summary = RunSummary.load(tmp_path / "resumed")  # the whole run, both processes
     assert len(times) + summary.num_compilations == 5  # each step timed or compiled, once
     assert summary.median_step_time_ms == pytest.approx(np.median(times))
-
-
-def copy_dataset(dataset: dict, folder: Path) -> dict:
-    """The shards of `dataset` copied into `folder` (so a test can change them)."""
-    folder.mkdir()
-    copies = {split: folder / Path(dataset[split]).name for split in ("train", "test")}
-    for split, copy in copies.items():
-        copy.write_bytes(Path(dataset[split]).read_bytes())
-    return {**dataset, **{split: str(copy) for split, copy in copies.items()}}
-
-
-def shuffled_records(path: Path) -> None:
-    """Rewrites the shard at `path` with its records in reverse order (same meshes, other
-    stream)."""
-    records = list(tf.data.TFRecordDataset(str(path)).as_numpy_iterator())
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for record in reversed(records):
-            writer.write(record)
 
 
 @pytest.mark.parametrize("change, named", [

@@ -76,7 +76,8 @@ def test_runs_started_in_the_same_second_get_the_default_name_and_a_numbered_one
     default = config.hydra.run.dir
     assert default.startswith("outputs/") and default.endswith("_gather_matmul_custom_jit-False")
     assert [launch(copy.deepcopy(config)) for _ in range(2)] == [default, f"{default}-1"]
-    assert not any((tmp_path / default).iterdir())  # claimed empty, for Hydra to fill
+    # Claimed empty but for its lock (`meshseg.train.runlock`), for Hydra to fill.
+    assert [p.name for p in (tmp_path / default).iterdir()] == [".lock"]
 
 
 def test_a_given_run_dir_is_never_renamed(tmp_path, monkeypatch):
@@ -190,7 +191,8 @@ def test_a_given_sweep_dir_is_claimed_once_and_one_that_is_not_empty_is_left_as_
         RunDirCheck().on_multirun_start(
             config=hydra_config("seed=0", f"hydra.sweep.dir={tmp_path / 'run'}"))
     assert exit_info.value.code == 2
-    assert [p.name for p in (tmp_path / "run").rglob("*")] == ["0_job", "run_config.yaml"]
+    assert sorted(p.name for p in (tmp_path / "run").rglob("*")) == [
+        ".lock", "0_job", "run_config.yaml"]
 
 
 def tree_bytes(root) -> dict:
