@@ -10,16 +10,16 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from helpers.graphs import fan_grid
-from helpers.runs import CONFIG_DIR, PROJECT
+from helpers.runs import CONFIG_DIR
+from helpers.shared_data import SHARED_DATA, needs_shared_data
 from meshseg.batch import level_key
 from meshseg.data.convert import convert_split
 from meshseg.data.reader import shard_compression
 from meshseg.data.sources import build_datasets
 from meshseg.errors import ConfigError, DataError
 
-HUMAN_PARTS = PROJECT.parent / "shared" / "data" / "human_parts"
-NEEDS_HUMAN_PARTS = pytest.mark.skipif(not HUMAN_PARTS.is_dir(),
-                                       reason=f"{HUMAN_PARTS} is absent")
+HUMAN_PARTS = SHARED_DATA / "human_parts"
+NEEDS_HUMAN_PARTS = needs_shared_data("human_parts")
 
 
 def _config(*overrides):
