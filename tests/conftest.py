@@ -1,4 +1,6 @@
-"""Shared fixtures of the data tests: a small hand-made mesh and record builders."""
+"""Shared fixtures of the data tests: a small hand-made mesh and record builders; the
+suite's rules (the opt-in `slurm` marker, the ../shared/data skips) are the plugin
+`helpers.suite_rules`."""
 
 from pathlib import Path
 
@@ -7,6 +9,8 @@ import pytest
 import tensorflow as tf
 
 from meshseg.data.records import mesh_to_example
+
+pytest_plugins = ["helpers.suite_rules"]
 
 
 @pytest.fixture

@@ -160,41 +160,50 @@ def log_table_layout(sizes: np.ndarray) -> None:
                  sizes[:, 2].max())
 
 
-def split_overlap(files: dict[str, list[str]]) -> tuple[int, dict[str, int]]:
-    """How many test meshes are also training meshes, and how many meshes of each split
-    repeat an earlier one of it, judged by content (`reader.geometry_digests`), so byte
-    copies, the same file listed twice and overlapping globs all count.
+def split_overlap(files: dict[str, list[str]]) -> tuple[dict[tuple[str, str], int], dict[str, int]]:
+    """How many meshes of each evaluated split (test, validation) are also meshes of an
+    earlier split (train; for validation, train and test), and how many meshes of each
+    split repeat an earlier one of it, judged by content (`reader.geometry_digests`), so
+    byte copies, the same file listed twice and overlapping globs all count.
 
     Returns:
-      (test meshes also in the training split, {split: repeated meshes}).
+      ({(split, earlier split): meshes of split also in the earlier one}, {split:
+      repeated meshes}).
     """
     digests = {}
     for split, paths in files.items():
         adjacency = stored_adjacency(paths)  # the level the pipeline decodes (and caches) with
         digests[split] = [digest for path in paths
                           for digest in geometry_digests(path, adjacency).values()]
-    train = set(digests["train"])
-    overlap = sum(digest in train for digest in digests["test"])
-    return overlap, {split: len(found) - len(set(found)) for split, found in digests.items()}
+    pairs = [(split, earlier) for split, earlier in (("test", "train"), ("validation", "train"),
+                                                      ("validation", "test"))
+             if split in digests and earlier in digests]
+    overlaps = {(split, earlier): sum(digest in set(digests[earlier]) for digest in digests[split])
+                for split, earlier in pairs}
+    return overlaps, {split: len(found) - len(set(found)) for split, found in digests.items()}
 
 
 def check_overlap(files: dict[str, list[str]], policy: str, num_test: int) -> int:
-    """Logs (policy "warn") or refuses (policy "refuse") meshes in both splits or twice in
-    one; returns the number of test meshes (of `num_test`) that are also training meshes.
+    """Logs (policy "warn") or refuses (policy "refuse") test or validation meshes that are
+    also training meshes, validation meshes that are also test meshes, and meshes twice in
+    one split; returns the number of test meshes (of `num_test`) that are also training
+    meshes.
 
     Raises:
       DataError: under "refuse", naming the counts.
     """
-    overlap, repeated = split_overlap(files)
-    problems = [f"{overlap} of {num_test} test meshes are also in the training split"
-                ] if overlap else []
+    overlaps, repeated = split_overlap(files)
+    named = {"train": "training", "test": "test"}
+    problems = [(f"{count} of {num_test} test meshes" if split == "test" else
+                 f"{count} {split} mesh(es)") + f" are also in the {named[earlier]} split"
+                for (split, earlier), count in overlaps.items() if count]
     problems += [f"{count} {split} mesh(es) repeat another of the {split} split"
                  for split, count in repeated.items() if count]
     for problem in problems:
         if policy == "refuse":
             raise DataError(f"{problem} (data.overlap=refuse)")
         log.warning("%s (data.overlap=refuse stops such a run)", problem)
-    return overlap
+    return overlaps.get(("test", "train"), 0)
 
 
 @dataclass
@@ -274,8 +283,7 @@ def build_datasets(data: DataConfig, seed: int, jit: bool):
                     tuple(int(n) for n in all_sizes[:, :4].max(axis=0)),
                     "+".join(sorted(origins)),
                     boundaries, shapes, skipped,
-                    check_overlap({split: files[split] for split in ("train", "test")},
-                                  data.overlap, num_meshes["test"]))
+                    check_overlap(files, data.overlap, num_meshes["test"]))
     train_ds = make_dataset(files["train"], training=True, seed=seed, repeat=True,
                             shuffle_buffer=data.shuffle_buffer, augment=data.augment,
                             **_batching(data, info))

@@ -10,16 +10,16 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from helpers.graphs import fan_grid
-from helpers.runs import CONFIG_DIR, PROJECT
+from helpers.runs import CONFIG_DIR
+from helpers.shared_data import SHARED_DATA, needs_shared_data
 from meshseg.batch import level_key
 from meshseg.data.convert import convert_split
 from meshseg.data.reader import shard_compression
-from meshseg.data.sources import build_datasets
+from meshseg.data.sources import build_datasets, check_overlap
 from meshseg.errors import ConfigError, DataError
 
-HUMAN_PARTS = PROJECT.parent / "shared" / "data" / "human_parts"
-NEEDS_HUMAN_PARTS = pytest.mark.skipif(not HUMAN_PARTS.is_dir(),
-                                       reason=f"{HUMAN_PARTS} is absent")
+HUMAN_PARTS = SHARED_DATA / "human_parts"
+NEEDS_HUMAN_PARTS = needs_shared_data("human_parts")
 
 
 def _config(*overrides):
@@ -300,3 +300,20 @@ def test_an_entry_pattern_that_matches_nothing_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match=r"data.test_entries='meshes/nope/\*' matches no entry"):
         build_datasets(OmegaConf.to_object(cfg), seed=0, jit=False)
     assert not (tmp_path / "cache").exists()
+
+
+def test_validation_meshes_that_are_training_or_test_meshes_are_reported_or_refused(
+        tiny_dataset, caplog):
+    files = {"train": [tiny_dataset["train"]], "test": [tiny_dataset["test"]],
+             "validation": [tiny_dataset["train"], tiny_dataset["test"]]}
+    assert check_overlap(files, "warn", 2) == 0
+    assert "4 validation mesh(es) are also in the training split" in caplog.text
+    assert "2 validation mesh(es) are also in the test split" in caplog.text
+    with pytest.raises(DataError, match="4 validation mesh.*also in the training split"):
+        check_overlap(files, "refuse", 2)
+    disjoint = {**files, "validation": [tiny_dataset["test"]]}
+    with pytest.raises(DataError, match="2 validation mesh.*also in the test split"):
+        check_overlap(disjoint, "refuse", 2)
+    caplog.clear()
+    assert check_overlap({"train": [tiny_dataset["train"]], "test": [tiny_dataset["test"]],
+                          "validation": []}, "refuse", 2) == 0

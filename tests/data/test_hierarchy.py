@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import trimesh
 
+from helpers.runs import PROJECT
+from helpers.shared_data import shared_data
 from meshseg.config import feature_widths
 from meshseg.data.derived import derive, stored_features
 from meshseg.data.hierarchy import decimate, mesh_hierarchy
@@ -81,17 +83,16 @@ def test_derive_refuses_hks_of_a_mesh_without_area(tetrahedron):
         derive(flat, tetrahedron["triangles"], ["hks"])
 
 
-REAL_MESHES = [Path("data/rna_sample/ply/1VQ6_9.ply"),
-               Path("../shared/data/rna/ply/3JBN_AB.ply"),  # 2561 unreferenced vertices
-               Path("../shared/data/human_parts/meshes/iso/tr_reg_iso_080.ply")]
+REAL_MESHES = [(None, "data/rna_sample/ply/1VQ6_9.ply"),
+               ("../shared/data", "rna/ply/3JBN_AB.ply"),  # 2561 unreferenced vertices
+               ("../shared/data", "human_parts/meshes/iso/tr_reg_iso_080.ply")]
 
 
-@pytest.mark.parametrize("path", REAL_MESHES, ids=lambda path: path.name)
-def test_real_messy_meshes_give_surjective_parents_at_every_level(path):
-    root = Path(__file__).resolve().parents[2]
-    if not (root / path).exists():
-        pytest.skip(f"{path} is not here")
-    mesh = trimesh.load(root / path, process=False)
+@pytest.mark.parametrize("where, path", REAL_MESHES,
+                         ids=[Path(path).name for _, path in REAL_MESHES])
+def test_real_messy_meshes_give_surjective_parents_at_every_level(where, path):
+    path = PROJECT / path if where is None else shared_data(path)
+    mesh = trimesh.load(path, process=False)
     vertices, triangles = np.asarray(mesh.vertices, np.float32), np.asarray(mesh.faces)
     below = len(vertices)
     for level in mesh_hierarchy(vertices, triangles, 3, 4.0):

@@ -24,14 +24,15 @@ SMALL_NET = dict(num_classes=4, num_weight_matrices=3, input_channels=8,
 OUTPUT_RTOL = 1e-5  # float32 against float64, relative to the largest logit (measured ~1e-6)
 GRADIENT_RTOL = 1e-4  # per variable, relative to its largest gradient (measured <= 2e-5)
 # mixed_bfloat16 (8-bit significands; FeaSt softmax, normalisation and logits in float32)
-# against float64, seeded weights. Measured over 3 initialisations, every impl, eager and
-# XLA: logits within 0.8-1.9% of the largest; single variables' gradients are off by up to
-# 30-140% (the LayerNorm scales of the encoder's first levels; mixed_float16: 0.4%), yet
-# the whole gradient points the same way: cosine 0.92-0.9998 with float64's, norm within
-# 0.98-1.10 (seed 0, used here: cosine >= 0.997, norm 0.98-1.01).
+# against float64, at the weights of seeds 0, 1 and 2. Measured (2026-12-07), every impl,
+# eager and XLA: logits within 0.84-1.87% of the largest; single variables' gradients are
+# off by up to 30-140% (the LayerNorm scales of the encoder's first levels;
+# mixed_float16: 0.4%), yet the whole gradient points the same way: cosine 0.923-0.9998
+# with float64's (lowest: gather_matmul under XLA at seed 1), norm 0.979-1.096.
+BFLOAT16_SEEDS = (0, 1, 2)
 BFLOAT16_OUTPUT_RTOL = 3e-2
-BFLOAT16_GRADIENT_COSINE = 0.99
-BFLOAT16_GRADIENT_NORM_RTOL = 5e-2
+BFLOAT16_GRADIENT_COSINE = 0.9
+BFLOAT16_GRADIENT_NORM_RTOL = 0.15
 
 
 def two_grids(extra: int = 0, levels: int = LEVELS):
@@ -53,12 +54,11 @@ def built_net(impl: str = "gather_matmul", xla: bool = False, weights=None, **se
     return net
 
 
-def logits_and_gradients(net, features, xla: bool = False):
-    """float64 numpy logits [B, V, K] and the gradients of sum(logits * g) for a fixed
-    random g, one per trainable weight."""
-    cotangent = np.random.default_rng(3).normal(size=features["inputs"].shape[:2] + (4,))
-
-    def forward(features):
+def forward_and_backward(net, xla: bool = False):
+    """`features -> (float64 numpy logits [B, V, K], the gradients of sum(logits * g) for
+    a fixed random g, one per trainable weight)`; under `xla`, one compiled function that
+    reads the net's current weights."""
+    def forward(features, cotangent):
         with tf.GradientTape() as tape:
             logits = net(features)
             loss = tf.reduce_sum(tf.cast(logits, tf.float64) * cotangent)
@@ -66,21 +66,32 @@ def logits_and_gradients(net, features, xla: bool = False):
 
     if xla:
         forward = tf.function(forward, jit_compile=True)
-    logits, gradients = forward(features)
-    return logits.numpy().astype(np.float64), [g.numpy().astype(np.float64) for g in gradients]
+
+    def evaluate(features):
+        cotangent = np.random.default_rng(3).normal(size=features["inputs"].shape[:2] + (4,))
+        logits, gradients = forward(features, cotangent)
+        return (logits.numpy().astype(np.float64),
+                [g.numpy().astype(np.float64) for g in gradients])
+
+    return evaluate
+
+
+def logits_and_gradients(net, features, xla: bool = False):
+    """`forward_and_backward(net, xla)` of `features`."""
+    return forward_and_backward(net, xla)(features)
 
 
 @functools.lru_cache(maxsize=None)
-def float32_weights():
-    keras.utils.set_random_seed(0)
+def float32_weights(seed: int = 0):
+    keras.utils.set_random_seed(seed)
     return built_net().get_weights()
 
 
 @functools.lru_cache(maxsize=None)
-def float64_reference():
-    """The float32 weights evaluated in float64 by gather_matmul, which the op tests check
-    against the tensorflow-graphics op in float64 (test_ops_equivalence)."""
-    net = built_net(precision="float64", weights=float32_weights())
+def float64_reference(seed: int = 0):
+    """The float32 weights of `seed` evaluated in float64 by gather_matmul, which the op
+    tests check against the tensorflow-graphics op in float64 (test_ops_equivalence)."""
+    net = built_net(precision="float64", weights=float32_weights(seed))
     return logits_and_gradients(net, batch())
 
 
@@ -100,16 +111,19 @@ def test_every_impl_matches_a_float64_evaluation_with_its_gradients(impl, xla):
 @pytest.mark.parametrize("xla", [False, True], ids=["eager", "jit"])
 @pytest.mark.parametrize("impl", IMPLS)
 def test_every_impl_in_mixed_bfloat16_follows_a_float64_evaluation(impl, xla):
-    net = built_net(impl, xla, weights=float32_weights(), precision="mixed_bfloat16")
-    logits, gradients = logits_and_gradients(net, batch(), xla)
-    expected_logits, expected_gradients = float64_reference()
-    assert_close_to_max(logits, expected_logits, BFLOAT16_OUTPUT_RTOL, "logits")
+    net = built_net(impl, xla, precision="mixed_bfloat16")
     assert all(weight.dtype == "float32" for weight in net.trainable_weights)
-    got = np.concatenate([gradient.ravel() for gradient in gradients])
-    expected = np.concatenate([gradient.ravel() for gradient in expected_gradients])
-    norm, expected_norm = np.linalg.norm(got), np.linalg.norm(expected)
-    assert got @ expected / (norm * expected_norm) >= BFLOAT16_GRADIENT_COSINE
-    assert abs(norm / expected_norm - 1) <= BFLOAT16_GRADIENT_NORM_RTOL
+    evaluate = forward_and_backward(net, xla)
+    for seed in BFLOAT16_SEEDS:
+        net.set_weights(float32_weights(seed))
+        logits, gradients = evaluate(batch())
+        expected_logits, expected_gradients = float64_reference(seed)
+        assert_close_to_max(logits, expected_logits, BFLOAT16_OUTPUT_RTOL, f"logits, seed {seed}")
+        got = np.concatenate([gradient.ravel() for gradient in gradients])
+        expected = np.concatenate([gradient.ravel() for gradient in expected_gradients])
+        norm, expected_norm = np.linalg.norm(got), np.linalg.norm(expected)
+        assert got @ expected / (norm * expected_norm) >= BFLOAT16_GRADIENT_COSINE, seed
+        assert abs(norm / expected_norm - 1) <= BFLOAT16_GRADIENT_NORM_RTOL, seed
 
 
 @pytest.mark.parametrize("impl", ["gather_matmul", "block_sparse"])

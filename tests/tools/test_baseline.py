@@ -17,6 +17,7 @@ from meshseg.data.meshfiles import file_sha256, load_geometry
 from meshseg.data.positional import fourier_features
 from meshseg.data.principal_frame import principal_axes, vertex_areas
 from meshseg.data.reader import decode_mesh_record, open_shard
+from meshseg.data.prepare import validation_entries
 from meshseg.errors import ConfigError
 from meshseg.tools import baseline
 from tests.helpers.runs import PROJECT
@@ -220,3 +221,21 @@ def test_a_vote_of_meshes_is_refused_for_a_classifier_that_fits_vertices(twin_fo
     with pytest.raises(ConfigError, match="--meshes 3: only nearest_mesh votes"):
         baseline.run_baseline(overrides(twin_folder), ["xyz"], "mlp", None, 100, 0,
                               tmp_path / "cache", meshes=3)
+
+
+def test_with_validation_meshes_it_never_trains_on_them(mesh_folder, tmp_path, monkeypatch):
+    read = []
+
+    def recorded_split_arrays(mesh_paths, *args):
+        read.append([path.name for path in mesh_paths])
+        return split_arrays(mesh_paths, *args)
+
+    split_arrays = baseline.split_arrays
+    monkeypatch.setattr(baseline, "split_arrays", recorded_split_arrays)
+    result = baseline.run_baseline(overrides(mesh_folder) + ["data.validation_meshes=2"],
+                                   ["xyz"], "nearest_mesh", None, 100, 0, tmp_path / "cache")
+    held_out = {f"m{index}.ply" for index in validation_entries(6, 2, seed=0)}
+    train, test = read
+    assert len(held_out) == 2 and not held_out & set(train)
+    assert sorted(train) == sorted({f"m{index}.ply" for index in range(6)} - held_out)
+    assert test == ["m6.ply", "m7.ply"] and result["train_meshes"] == 4

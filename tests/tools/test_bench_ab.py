@@ -7,27 +7,40 @@ import pytest
 from meshseg.tools import bench_ab
 
 
-class FakeStep:
-    """A step that records the order it was called in and returns something `.numpy()`."""
+class FakeClock:
+    """A `time.perf_counter` stand-in (seconds) that only the fake steps advance."""
 
-    def __init__(self, name, calls):
-        self.name, self.calls = name, calls
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+
+class FakeStep:
+    """A step that records the order it was called in, takes `ms` on `clock` and returns
+    something `.numpy()`."""
+
+    def __init__(self, name, calls, clock, ms):
+        self.name, self.calls, self.clock, self.ms = name, calls, clock, ms
 
     def __call__(self, features, labels):
         self.calls.append(self.name)
+        self.clock.now += self.ms / 1e3
         return self
 
     def numpy(self):
         return 0.0
 
 
-def test_the_variants_alternate_and_swap_their_order_every_other_round():
-    calls = []
-    times = bench_ab.alternate({"a": FakeStep("a", calls), "b": FakeStep("b", calls)},
-                               {"a": (None, None), "b": (None, None)}, rounds=3)
+def test_the_variants_alternate_and_swap_their_order_every_other_round(monkeypatch):
+    calls, clock = [], FakeClock()
+    monkeypatch.setattr(bench_ab, "time", clock)
+    steps = {"a": FakeStep("a", calls, clock, ms=25.0), "b": FakeStep("b", calls, clock, ms=4.0)}
+    times = bench_ab.alternate(steps, {"a": (None, None), "b": (None, None)}, rounds=3)
     assert calls == ["a", "b", "b", "a", "a", "b"]
-    assert [len(values) for values in times.values()] == [3, 3]
-    assert all(value >= 0 for values in times.values() for value in values)
+    assert list(times) == ["a", "b"]
+    assert times["a"] == pytest.approx([25.0] * 3) and times["b"] == pytest.approx([4.0] * 3)
 
 
 def test_two_implementations_of_the_demo_are_timed_on_one_batch(capsys):

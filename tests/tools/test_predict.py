@@ -11,10 +11,13 @@ import trimesh
 from omegaconf import OmegaConf
 
 from helpers.meshes import SEAM_OBJ
-from helpers.runs import tiny_config, train_tiny
+from hydra import compose, initialize_config_dir
+
+from helpers.runs import CONFIG_DIR, PROJECT, tiny_config, train_tiny
 from meshseg.batch import without_mesh_ids
 from meshseg.config import FOURIER_OCTAVES
-from meshseg.data.meshfiles import load_labelled_mesh
+from meshseg.data.convert import convert_split
+from meshseg.data.meshfiles import load_geometry, load_labelled_mesh
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import make_dataset
 from meshseg.data.records import mesh_to_example
@@ -56,6 +59,44 @@ def test_mesh_features_equal_the_pipeline_features(tiny_dataset):
     for key in expected:
         assert features[key].dtype == expected[key].dtype, key
         np.testing.assert_array_equal(features[key].numpy(), expected[key].numpy(), err_msg=key)
+
+
+# float32 rounding only (eager here, a traced tf.data graph there): measured 2.4e-7 of the
+# largest value for the positions (the principal frame's turn and the unit-area scale) and
+# 2.6e-6 for "inputs", whose highest Fourier octave multiplies the positions' rounding
+PRESET_FEATURES_RTOL = 1e-5
+
+
+def test_mesh_features_equal_the_pipeline_features_under_the_rna_presets_settings(tmp_path):
+    # The shipped rna model's inputs (experiment=rna_full): principal frame, area-weighted
+    # centroid and unit area, xyz Fourier features, normals and HKS, 3 coarser levels; one
+    # real mesh of the bundled sample, converted as the run's cache is and read back by the
+    # pipeline, against the same file read by predict.
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        data = compose(config_name="train", overrides=["experiment=rna_full"]).data
+    inputs = MeshInputs.of(data)
+    assert (inputs.frame, inputs.levels, inputs.stored) == ("pca", 3, ("normals", "hks"))
+    mesh_path = PROJECT / "data" / "rna_sample" / "ply" / "4V9O_AB.ply"
+    shards = convert_split([mesh_path], [PROJECT / "data" / "rna_sample" / "labels" / "4V9O_AB.txt"],
+                           tmp_path / "test", 1, label_offset=data.label_offset,
+                           num_classes=data.num_classes, adjacency=data.adjacency,
+                           features=inputs.stored, levels=inputs.levels,
+                           coarsening=data.coarsening)
+    expected, _ = next(iter(make_dataset(shards, batch_size=1, training=False, inputs=inputs)))
+    geometry = load_geometry(mesh_path)
+    settings = InputSettings(data.num_classes, inputs, data.coarsening, test_files=[])
+    features = mesh_inputs(geometry.vertices, geometry.triangles, settings)
+    expected = without_mesh_ids(expected)
+    assert set(features) == set(expected)
+    for key in expected:
+        got, want = features[key].numpy(), expected[key].numpy()
+        assert got.dtype == want.dtype, key
+        if np.issubdtype(want.dtype, np.floating):
+            scale = np.max(np.abs(want), initial=0.0)
+            np.testing.assert_allclose(got, want, rtol=0, atol=PRESET_FEATURES_RTOL * scale,
+                                       err_msg=key)
+        else:
+            np.testing.assert_array_equal(got, want, err_msg=key)
 
 
 def test_prediction_reproduces_the_evaluation_accuracy_of_the_mesh(trained_run, test_mesh_files,

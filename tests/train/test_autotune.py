@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import keras
 import numpy as np
 import pytest
 
@@ -50,14 +51,19 @@ def test_time_step_returns_a_positive_median_in_ms(tiny_dataset):
     assert autotune.time_step("gather_matmul", features, labels, False, 6, MODEL, 2) > 0
 
 
-def test_a_run_with_impl_auto_trains_with_the_chosen_impl(tiny_dataset, tmp_path):
+def test_a_run_with_impl_auto_trains_with_the_chosen_impl(tiny_dataset, tmp_path, monkeypatch):
+    # block_sparse made the fastest, so the choice differs from the default gather_matmul
+    fake_ms = {"gather_matmul": 20.0, "block_sparse": 10.0}
+    monkeypatch.setattr(autotune, "time_step", lambda impl, *args: fake_ms[impl])
     cache_file = tmp_path / "autotune.json"
     cfg = tiny_config(tiny_dataset, "impl=auto", "impl.candidates=[gather_matmul,block_sparse]",
                       "impl.timing_steps=1", f"impl.cache_file={cache_file}")
     summary = train_tiny(cfg, str(tmp_path / "run"))
-    (timings,) = json.load(open(cache_file)).values()
-    assert summary.impl == min(timings, key=timings.get)
-    assert summary.eval_accuracy >= 0
+    assert list(json.load(open(cache_file)).values()) == [fake_ms]
+    assert summary.impl == "block_sparse" and summary.steps == 3
+    model = keras.models.load_model(tmp_path / "run" / "model.keras")
+    impls = [layer.impl for layer in model._flatten_layers() if hasattr(layer, "impl")]
+    assert impls and set(impls) == {"block_sparse"}  # every FeaSt convolution trained with it
 
 
 def test_on_a_gpu_auto_never_picks_an_impl_whose_step_crosses_to_the_host(tiny_dataset, tmp_path,

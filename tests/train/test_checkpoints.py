@@ -23,8 +23,11 @@ def test_a_run_directory_with_glob_characters_keeps_rotates_and_resumes_checkpoi
         "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index", "run.json"]
 
     summary = train_tiny(tiny_config(tiny_dataset, "steps=4", *settings), run_dir)
-    assert summary.steps == 4 and isinstance(summary.eval_accuracy, float)
+    assert summary.steps == 4
     assert [step for step, _ in scalars(run_dir, "train")["loss"]] == [1, 2, 3, 4]
+    accuracy = scalars(run_dir, "eval")["accuracy"]  # both runs evaluated into one directory
+    assert [step for step, _ in accuracy] == [2, 4]
+    assert summary.eval_accuracy == pytest.approx(accuracy[-1][1])
     assert RunSummary.load(run_dir) == summary
 
     before = {p: p.read_bytes() for p in run_dir.rglob("*") if p.is_file()}

@@ -1,5 +1,7 @@
-"""Sweep launchers compose: sequential (default), local parallel (joblib) and SLURM
-(submitit); submitit's local executor runs a multi-worker sweep, one worker per task."""
+"""Sweep launchers: sequential by default, an unknown launcher option refused, and
+submitit's local executor running a multi-worker sweep, one worker per task. The SLURM
+launcher (hydra/launcher=slurm) runs a job through sbatch in tests/train/test_slurm.py
+(opt-in: -m slurm)."""
 
 import subprocess
 
@@ -18,20 +20,6 @@ def hydra_config(*overrides):
 
 def test_sweeps_run_jobs_one_after_another_by_default():
     assert hydra_config().launcher._target_ == "hydra._internal.core_plugins.basic_launcher.BasicLauncher"
-
-
-def test_local_launcher_runs_capped_parallel_jobs():
-    launcher = hydra_config("hydra/launcher=local").launcher
-    assert launcher._target_ == "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
-    assert launcher.backend == "loky" and launcher.n_jobs == 2
-    assert hydra_config("hydra/launcher=local", "hydra.launcher.n_jobs=1").launcher.n_jobs == 1
-
-
-def test_slurm_launcher_sets_gpus_time_limit_and_array_parallelism():
-    launcher = hydra_config("hydra/launcher=slurm", "hydra.launcher.partition=gpu").launcher
-    assert launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
-    assert (launcher.gpus_per_node, launcher.timeout_min, launcher.array_parallelism) == (1, 240, 8)
-    assert launcher.partition == "gpu"
 
 
 def test_an_unknown_launcher_option_is_refused():
