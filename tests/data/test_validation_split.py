@@ -6,11 +6,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import trimesh
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from conftest import _octant_mesh
+from helpers.meshes import write_octant_folder
 from helpers.runs import CONFIG_DIR, scalars, tiny_config, train_tiny
 from helpers.shared_data import shared_data
 from meshseg.config import DataConfig
@@ -25,18 +24,7 @@ from meshseg.nn.unet import FeaStUNet
 @pytest.fixture(scope="module")
 def mesh_folder(tmp_path_factory):
     """A mesh folder of 8 training and 2 test meshes (42 and 162 vertices, 6 classes)."""
-    root = tmp_path_factory.mktemp("mesh_folder")
-    (root / "meshes").mkdir()
-    (root / "labels").mkdir()
-    names = {"train": [f"train{i}.ply" for i in range(8)], "test": ["test0.ply", "test1.ply"]}
-    for seed, name in enumerate(names["train"] + names["test"]):
-        mesh = _octant_mesh(1 + seed % 2, seed)
-        trimesh.Trimesh(mesh["vertices"], mesh["triangles"], process=False).export(
-            root / "meshes" / name)
-        np.savetxt(root / "labels" / f"{Path(name).stem}.txt", mesh["labels"], fmt="%d")
-    for split, entries in names.items():
-        (root / f"{split}.txt").write_text("\n".join(entries) + "\n")
-    return root
+    return write_octant_folder(tmp_path_factory.mktemp("mesh_folder"), 8, 2)
 
 
 def _sources(shards: list) -> list:

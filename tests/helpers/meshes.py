@@ -87,3 +87,23 @@ def write_sphere_folder(root) -> list:
     (root / "train.txt").write_text("s0.ply\ns1.ply\ns2.ply\n")
     (root / "test.txt").write_text("s3.ply\n")
     return paths
+
+
+def write_octant_folder(root, num_train: int, num_test: int):
+    """A mesh folder of octant-labelled stretched icospheres (`conftest._octant_mesh`, 42 and
+    162 vertices alternately, 6 classes): `meshes/train<i>.ply` and `meshes/test<i>.ply`,
+    `labels/<stem>.txt`, train.txt and test.txt; returns `root`."""
+    from conftest import _octant_mesh
+
+    (root / "meshes").mkdir(parents=True)
+    (root / "labels").mkdir()
+    names = {"train": [f"train{i}.ply" for i in range(num_train)],
+             "test": [f"test{i}.ply" for i in range(num_test)]}
+    for seed, name in enumerate(names["train"] + names["test"]):
+        mesh = _octant_mesh(1 + seed % 2, seed)
+        trimesh.Trimesh(mesh["vertices"], mesh["triangles"], process=False).export(
+            root / "meshes" / name)
+        np.savetxt(root / "labels" / f"{name[:-4]}.txt", mesh["labels"], fmt="%d")
+    for split, entries in names.items():
+        (root / f"{split}.txt").write_text("\n".join(entries) + "\n")
+    return root

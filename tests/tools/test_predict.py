@@ -81,7 +81,7 @@ def test_mesh_features_equal_the_pipeline_features_under_the_rna_presets_setting
                            tmp_path / "test", 1, label_offset=data.label_offset,
                            num_classes=data.num_classes, adjacency=data.adjacency,
                            features=inputs.stored, levels=inputs.levels,
-                           coarsening=data.coarsening)
+                           coarsening=data.coarsening, frame=data.frame)
     expected, _ = next(iter(make_dataset(shards, batch_size=1, training=False, inputs=inputs)))
     geometry = load_geometry(mesh_path)
     settings = InputSettings(data.num_classes, inputs, data.coarsening, test_files=[])

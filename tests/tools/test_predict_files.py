@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import trimesh
 
-from conftest import _octant_mesh
+from helpers.meshes import write_octant_folder
 from helpers.runs import tiny_config, train_tiny
 from meshseg.data.meshfiles import load_geometry
 from meshseg.data.pose import turned
@@ -23,18 +23,7 @@ SAMPLE_MESH = Path("data/rna_sample/ply/4V83_BB.ply")
 def folder_run(tmp_path_factory):
     """A run of a few steps on a mesh folder (4 training, 3 test octant meshes, 6 classes)
     in the principal frame, hierarchy and normals from the canonical pose."""
-    root = tmp_path_factory.mktemp("folder")
-    (root / "meshes").mkdir()
-    (root / "labels").mkdir()
-    names = {"train": [f"train{i}.ply" for i in range(4)],
-             "test": [f"test{i}.ply" for i in range(3)]}
-    for seed, name in enumerate(names["train"] + names["test"]):
-        mesh = _octant_mesh(1 + seed % 2, seed)
-        trimesh.Trimesh(mesh["vertices"], mesh["triangles"], process=False).export(
-            root / "meshes" / name)
-        np.savetxt(root / "labels" / f"{Path(name).stem}.txt", mesh["labels"], fmt="%d")
-    for split, entries in names.items():
-        (root / f"{split}.txt").write_text("\n".join(entries) + "\n")
+    root = write_octant_folder(tmp_path_factory.mktemp("folder"), 4, 3)
     run_dir = tmp_path_factory.mktemp("run")
     cfg = tiny_config({"train": "unused", "test": "unused", "num_classes": 6},
                       "data.source=mesh_folder", f"data.root={root}", "data.meshes=meshes",

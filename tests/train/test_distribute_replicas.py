@@ -5,6 +5,7 @@ The split must happen before TensorFlow starts, so each case runs in a fresh pro
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -14,6 +15,7 @@ import tensorflow as tf
 
 from helpers.records import non_finite_tetrahedron_record
 from helpers.runs import PROJECT, scalars, tiny_config, train_py, train_tiny
+from meshseg.train.ownership import OWNER_FILE
 from meshseg.train.summary import RunSummary
 
 TWO_REPLICAS = ("strategy=mirrored", "strategy.cpu_devices=2")
@@ -100,14 +102,18 @@ def test_a_non_finite_step_under_two_replicas_stops_the_run_keeping_the_last_goo
     train_tiny(tiny_config(tiny_dataset, "steps=2", "checkpoint.every=1",
                            f"checkpoint.dir={checkpoints}", *TRAIN_PY_NET),
                tmp_path / "good")
-    kept = {p.name: p.read_bytes() for p in checkpoints.iterdir()}
+    # The good run's checkpoints, handed over without its owner record (a run restores
+    # only its own or unclaimed checkpoints: meshseg.train.ownership)
+    handed = tmp_path / "handed"
+    shutil.copytree(checkpoints, handed, ignore=shutil.ignore_patterns(OWNER_FILE))
+    kept = {p.name: p.read_bytes() for p in handed.iterdir()}
     bad = write_good_then_non_finite(tmp_path / "mixed.tfrecords", tiny_dataset["train"])
     result = train_py({**tiny_dataset, "train": bad}, tmp_path / "bad", "steps=4",
-                      "checkpoint.every=1", f"checkpoint.dir={checkpoints}", "eval_every=2",
+                      "checkpoint.every=1", f"checkpoint.dir={handed}", "eval_every=2",
                       *TWO_REPLICAS)
     output = result.stdout + result.stderr
     assert result.returncode == 3, output[-3000:]
     assert re.search(r"step 3: non-finite loss .* no replica applied the update\. Batch: "
                      r".*mixed\.tfrecords, record \d.*Last good checkpoint: .*ckpt-2", output)
     assert "Traceback" not in output
-    assert {p.name: p.read_bytes() for p in checkpoints.iterdir()} == kept
+    assert {p.name: p.read_bytes() for p in handed.iterdir()} == kept
