@@ -63,30 +63,39 @@ def rna_meshes(tmp_path) -> Path:
     return source
 
 
+def signalled_when(command: list, ready, signum: int = signal.SIGTERM, cwd: Path = PROJECT,
+                   settle_s: float = 0.0, timeout: float = 120) -> tuple[int, str]:
+    """Starts `command` in `cwd`, sends it `signum` once `ready(pid)` holds (`wait_until`)
+    and `settle_s` s more have passed, and returns (exit status, output); a process that
+    outlives `timeout` s after the signal is killed."""
+    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_until(lambda: ready(process.pid), process)
+        time.sleep(settle_s)
+        process.send_signal(signum)
+        output, _ = process.communicate(timeout=timeout)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return process.returncode, output
+
+
 def stopped_while_converting(command: list, build_glob: str, signum: int, folder: Path,
                              cwd: Path):
     """Starts `command` in `cwd`, sends `signum` once its two converter workers run and
     `build_glob` matches in `folder` (a half-built output), and returns (exit status,
     output, worker pids)."""
-    process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
-    try:
-        workers = []
+    workers = []
 
-        def converting():
-            workers[:] = [pid for pid in children(process.pid) if "spawn_main" in
-                          Path(f"/proc/{pid}/cmdline").read_text(errors="replace")]
-            return len(workers) >= 2 and list(folder.glob(build_glob))
+    def converting(pid: int):
+        workers[:] = [child for child in children(pid) if "spawn_main" in
+                      Path(f"/proc/{child}/cmdline").read_text(errors="replace")]
+        return len(workers) >= 2 and list(folder.glob(build_glob))
 
-        wait_until(converting, process)
-        time.sleep(0.5)
-        process.send_signal(signum)
-        output, _ = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    return process.returncode, output, workers
+    status, output = signalled_when(command, converting, signum, cwd, settle_s=0.5)
+    return status, output, workers
 
 
 @pytest.mark.slow
@@ -132,18 +141,10 @@ def test_ctrl_c_while_the_convert_tool_runs_ends_its_workers_and_leaves_no_shard
 def test_sigterm_after_the_run_is_claimed_and_before_training_prints_the_resume_command(
         tiny_dataset, tmp_path):
     run_dir = tmp_path / "run"
-    process = subprocess.Popen(train_command(tiny_dataset, run_dir, "steps=2"), cwd=PROJECT,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        # Claimed, and building the model, tracing or compiling its first step.
-        wait_until(lambda: (run_dir / "run_config.yaml").exists(), process)
-        process.send_signal(signal.SIGTERM)
-        output, _ = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == 128 + signal.SIGTERM, output[-3000:]
+    # Claimed, and building the model, tracing or compiling its first step.
+    status, output = signalled_when(train_command(tiny_dataset, run_dir, "steps=2"),
+                                    lambda pid: (run_dir / "run_config.yaml").exists())
+    assert status == 128 + signal.SIGTERM, output[-3000:]
     assert "Traceback" not in output
     assert "stopped by" in output and f"resume={run_dir}" in output
     assert [p.name for p in run_dir.glob(".*model.keras")] == []
@@ -160,20 +161,17 @@ def test_sigterm_to_a_sweep_stops_its_running_job_with_a_checkpoint_and_ends_it(
                                             "checkpoint.every=100000")
                if not arg.startswith("hydra.run.dir=")]
     sweep_dir = tmp_path / "sweep"
-    process = subprocess.Popen([*command[:2], "-m", *command[2:], f"hydra.sweep.dir={sweep_dir}",
-                                "seed=0,1"],
-                               cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
-    try:
-        wait_until(lambda: list(sweep_dir.glob("*/train/events*")), process)
-        [job] = children(process.pid)
-        process.send_signal(signal.SIGTERM)
-        output, _ = process.communicate(timeout=180)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == 128 + signal.SIGTERM, output[-3000:]
+    jobs = []
+
+    def training(pid: int):
+        jobs[:] = children(pid)
+        return list(sweep_dir.glob("*/train/events*"))
+
+    status, output = signalled_when([*command[:2], "-m", *command[2:],
+                                     f"hydra.sweep.dir={sweep_dir}", "seed=0,1"], training,
+                                    timeout=180)
+    assert status == 128 + signal.SIGTERM, output[-3000:]
+    [job] = jobs
     assert not alive(job)
     [job_dir] = [p for p in sweep_dir.iterdir() if p.is_dir()]
     assert list(job_dir.glob("checkpoints/ckpt-*.index"))  # the job saved its checkpoint
