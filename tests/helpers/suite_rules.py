@@ -6,11 +6,17 @@
 - Tests skipped because ../shared/data is absent (`helpers.shared_data`) are counted in
   one line at the end of the run; with MESHSEG_REQUIRE_SHARED_DATA=1 each such skip is a
   failure instead.
+- No test leaves a program running (Linux): the pytest process is made a child subreaper
+  (prctl PR_SET_CHILD_SUBREAPER), so every process a test starts, and every process those
+  start, stays a descendant of pytest even when its parent dies. After each test, one still
+  running is killed and the test fails with its command line (`helpers.leftovers`).
 """
 
 import os
 
 import pytest
+
+from helpers import leftovers
 
 from helpers.shared_data import SKIP_REASON
 
@@ -36,6 +42,21 @@ def _shared_data_skip(report) -> bool:
     if not report.skipped or not isinstance(report.longrepr, tuple):
         return False
     return report.longrepr[2].removeprefix("Skipped: ").startswith(SKIP_REASON)
+
+
+def pytest_configure(config):
+    leftovers.become_subreaper()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Fails the test that left a program running, after killing it."""
+    result = yield
+    left = leftovers.kill_leftovers()
+    if left:
+        pytest.fail("left running after the test (killed now): " + "; ".join(left),
+                    pytrace=False)
+    return result
 
 
 @pytest.hookimpl(wrapper=True)
