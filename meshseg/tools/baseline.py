@@ -9,11 +9,17 @@ data set's splits.
     python -m meshseg.tools.baseline experiment=rna_full --features xyz --classifier nearest_mesh
     python -m meshseg.tools.baseline experiment=rna_full --features xyz --classifier nearest_mesh \
         --meshes 5
+    python -m meshseg.tools.baseline experiment=rna_full data.validation_meshes=0 \
+        --features xyz --classifier nearest_mesh
 
 The overrides are composed into the `train` config exactly as `train.py` composes them, so
 the baseline reads the same mesh folder, label files (`data.labels`, `data.label_offset`,
 `data.num_classes`) and `train.txt` / `test.txt` splits as the run (`data.source` must be
-`mesh_folder`). Each vertex gets the `--features` of its mesh (`meshseg.data.descriptors`):
+`mesh_folder`). Which split is scored follows the run's rule (`eval.test`): with a
+validation split (`data.validation_meshes`), the validation meshes, learning from the
+training meshes without them, as a choosing run does; without one, the test split.
+`--split test` scores the test split of a config with a validation split; `--split
+validation` refuses a config without one. Each vertex gets the `--features` of its mesh (`meshseg.data.descriptors`):
 
 - `xyz`: the position centred at the mesh's area-weighted centroid, the mesh scaled to
   unit area (3 channels; not `data.center` / `data.scale`), in the mesh's principal
@@ -32,7 +38,7 @@ conversion of the same meshes with `data.features` hks, reads them back. A
 classifier (`--classifier`: scikit-learn's HistGradientBoostingClassifier, or an
 MLPClassifier on standardised features where trees are too slow for hundreds of classes)
 is fitted on the training vertices (a seeded random subset of `--max-train-vertices`) and
-scored on every test vertex with the run's own scoring (`meshseg.train.evaluate.scores`):
+scored on every vertex of the scored split with the run's own scoring (`meshseg.train.evaluate.scores`):
 per-vertex accuracy, mean IoU over the classes present, and the majority baseline (always
 the most frequent training class, counted over all training vertices). It prints those and
 a markdown results row; `--out` writes them as JSON, `--predictions` writes each test
@@ -72,18 +78,35 @@ from meshseg.data.descriptor_cache import mesh_descriptors as cached_descriptors
 from meshseg.data.meshfiles import file_sha256, load_geometry, load_label_file
 from meshseg.data.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
-from meshseg.outputs import write_atomically, write_json
+from meshseg.outputs import write_atomically, write_json, write_text
 
 FEATURES = DESCRIPTORS + ("xyz_fourier",)
 CLASSIFIERS = ("hist_gradient_boosting", "mlp", "nearest_mesh")
 SPLITS = ("train", "test")
+SCORED_SPLITS = ("auto", "validation", "test")
+
+
+def scored_split(data, split: str) -> str:
+    """"validation" or "test": the split `--split` (`SCORED_SPLITS`) scores for the composed
+    `data` config; "auto" is the validation split when `data.validation_meshes` holds one
+    out, as a choosing run scores (`eval.test=auto`), else the test split.
+
+    Raises:
+      ConfigError: for "validation" without `data.validation_meshes`.
+    """
+    if split == "validation" and not data.validation_meshes:
+        raise ConfigError("--split validation: the config holds out no validation split; "
+                          "add data.validation_meshes=N")
+    if split == "auto":
+        return "validation" if data.validation_meshes else "test"
+    return split
 
 
 def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
     """{split: (mesh paths, label paths)} of the composed `data` config's mesh folder,
     resolved by the converter's own `meshseg.data.prepare.split_pairs` (its split files;
     with `data.validation_meshes`, the training split without the validation meshes, so
-    the baseline learns from the network's training meshes).
+    the baseline learns from the network's training meshes, and the "validation" split).
 
     Raises:
       ConfigError: if `data.source` is not `mesh_folder`, `data.root` is not a folder, or
@@ -98,7 +121,7 @@ def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
     for split in SPLITS:
         if not pairs[split][0]:
             raise ConfigError(f"{root / getattr(data, f'{split}_split')} lists no mesh")
-    return {split: pairs[split] for split in SPLITS}
+    return pairs
 
 
 def mesh_descriptors(mesh_path: Path, cache_dir: Path | None, frame: str = "none"
@@ -240,17 +263,17 @@ class NearestMeshTransfer:
 def run_baseline(overrides: list[str], features: list[str], classifier: str,
                  max_train_vertices: int | None, max_iter: int, seed: int,
                  cache_dir: Path | None, predictions_dir: Path | None = None,
-                 meshes: int = 1, out_file: Path | None = None) -> dict:
+                 meshes: int = 1, out_file: Path | None = None, split: str = "auto") -> dict:
     """Fits the baseline on the training split of the composed config and scores it on the
-    test split (see the module docstring). Descriptors are cached in `cache_dir`, or in
+    validation or test split, `scored_split(data, split)` (see the module docstring). Descriptors are cached in `cache_dir`, or in
     the config's `data.descriptor_cache` when None. `meshes`: the training meshes
     `nearest_mesh` takes a vote of (`NearestMeshTransfer`). The prediction files and
     `out_file` (the caller's JSON result) are checked, before anything is computed, not to
     be a mesh, label or split file the call reads (`meshseg.cli.distinct_from_inputs`).
 
     Returns:
-      JSON-serialisable dict: `data` (name, root), `features`, `classifier`, vertex and mesh
-      counts, `accuracy`, `mean_iou`, `majority_baseline_accuracy`, and the seconds spent
+      JSON-serialisable dict: `data` (name, root), `split` (the scored one), `features`,
+      `classifier`, vertex and mesh counts (`scored_meshes`, `scored_vertices`), `accuracy`, `mean_iou`, `majority_baseline_accuracy`, and the seconds spent
       on descriptors, fitting and in all (`wall_s`).
 
     Raises:
@@ -265,17 +288,18 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
     started = time.perf_counter()
     data = composed_config(overrides).data
     cache_dir = cache_dir or (Path(data.descriptor_cache) if data.descriptor_cache else None)
+    scored = scored_split(data, split)
     pairs = split_pairs(data)
     inputs = {str(path): kind for mesh_paths, label_paths in pairs.values()
               for kind, paths in (("label file", label_paths), ("mesh", mesh_paths))
               for path in paths}
     if predictions_dir is not None:
         distinct_from_inputs("--predictions", [str(predictions_dir / f"{path.stem}.txt")
-                                               for path in pairs["test"][0]], inputs)
+                                               for path in pairs[scored][0]], inputs)
     if out_file is not None:
         distinct_from_inputs("--out", [str(out_file)], inputs)
     train_inputs, train_classes = split_arrays(*pairs["train"], features, data, cache_dir)
-    test_inputs, test_classes = split_arrays(*pairs["test"], features, data, cache_dir)
+    test_inputs, test_classes = split_arrays(*pairs[scored], features, data, cache_dir)
     descriptor_s = time.perf_counter() - started
     inputs, classes = np.concatenate(train_inputs), np.concatenate(train_classes)
     if max_train_vertices is not None and max_train_vertices < len(classes):
@@ -293,7 +317,7 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
     num_classes = data.num_classes
     confusion = np.zeros([num_classes, num_classes], np.int64)
     per_mesh, meshes_dir = [], data_root(data) / data.meshes
-    for mesh_path, mesh_inputs, true in zip(pairs["test"][0], test_inputs, test_classes):
+    for mesh_path, mesh_inputs, true in zip(pairs[scored][0], test_inputs, test_classes):
         predicted = model.predict(mesh_inputs).astype(np.int64)
         np.add.at(confusion, (true, predicted), 1)
         per_mesh.append({"mesh": Path(mesh_path).relative_to(meshes_dir).as_posix(),
@@ -308,11 +332,11 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
     from meshseg.train.evaluate import scores
     novel = novel_half(per_mesh, num_classes, train_histogram) if classifier == "nearest_mesh" \
         else None
-    return {"novel": novel, "data": data.name, "root": str(data.root), "features": features,
-            "classifier": classifier, "meshes": meshes, "train_meshes": len(train_inputs),
-            "test_meshes": len(test_inputs), "train_vertices": len(classes),
-            "all_train_vertices": int(train_histogram.sum()),
-            "test_vertices": int(confusion.sum()), "num_classes": num_classes,
+    return {"novel": novel, "data": data.name, "root": str(data.root), "split": scored,
+            "features": features, "classifier": classifier, "meshes": meshes,
+            "train_meshes": len(train_inputs), "scored_meshes": len(test_inputs),
+            "train_vertices": len(classes), "all_train_vertices": int(train_histogram.sum()),
+            "scored_vertices": int(confusion.sum()), "num_classes": num_classes,
             **scores(confusion, train_histogram), "descriptor_s": round(descriptor_s, 2),
             "fit_s": round(fit_s, 2), "wall_s": round(time.perf_counter() - started, 2)}
 
@@ -378,6 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--meshes", type=at_least(1), default=1,
                         help="nearest_mesh: a per-vertex vote of this many nearest training "
                              "meshes (default 1: copy the nearest)")
+    parser.add_argument("--split", choices=SCORED_SPLITS, default="auto",
+                        help="the split scored: auto is the validation split when the config "
+                             "holds one out (data.validation_meshes), else the test split")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cache-dir", default=None,
                         help="per-mesh descriptor cache (default: data.descriptor_cache)")
@@ -414,9 +441,9 @@ def main(argv=None) -> None:
                           args.max_train_vertices, args.max_iter, args.seed,
                           Path(args.cache_dir) if args.cache_dir else None,
                           Path(args.predictions) if args.predictions else None, args.meshes,
-                          Path(args.out) if args.out else None)
+                          Path(args.out) if args.out else None, args.split)
     result["command"] = command_line
-    print(f"{result['data']}: test accuracy {result['accuracy']:.4f}, mean IoU "
+    print(f"{result['data']}: {result['split']} accuracy {result['accuracy']:.4f}, mean IoU "
           f"{result['mean_iou']:.4f}, majority baseline "
           f"{result['majority_baseline_accuracy']:.4f} ({'+'.join(args.features)}, "
           f"{args.classifier} on {result['train_vertices']} training vertices, "
@@ -424,11 +451,12 @@ def main(argv=None) -> None:
     print(markdown_row(result, command_line))
     novel = result.pop("novel")
     if novel is not None:
-        print(f"the {len(novel['meshes'])} test meshes farther than {novel['cut']:.4f} (the "
+        print(f"the {len(novel['meshes'])} {result['split']} meshes farther than {novel['cut']:.4f} (the "
               f"median) from their nearest training mesh: accuracy {novel['accuracy']:.4f}, "
               f"mean IoU {novel['mean_iou']:.4f}")
         if args.novel_split:
-            Path(args.novel_split).write_text("".join(f"{mesh}\n" for mesh in novel["meshes"]))
+            write_text(args.novel_split, "".join(f"{mesh}\n" for mesh in novel["meshes"]),
+                       "the novel split")
             print(f"wrote {args.novel_split}")
         result["novel"] = novel
     if args.out:

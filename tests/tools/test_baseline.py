@@ -72,7 +72,7 @@ def test_baseline_learns_position_labels_and_reports_its_predictions_accuracy(
         predicted.append(np.loadtxt(predictions / f"{name}.txt", dtype=int))
     true, predicted = np.concatenate(true), np.concatenate(predicted)
     assert result["accuracy"] == pytest.approx(np.mean(true == predicted), abs=1e-12)
-    assert result["test_vertices"] == len(true)
+    assert result["split"] == "test" and result["scored_vertices"] == len(true)
     train_labels = np.concatenate([np.loadtxt(mesh_folder / "labels" / f"m{i}.txt", dtype=int)
                                    for i in range(6)])
     majority = np.argmax(np.bincount(train_labels, minlength=NUM_CLASSES))
@@ -223,7 +223,8 @@ def test_a_vote_of_meshes_is_refused_for_a_classifier_that_fits_vertices(twin_fo
                               tmp_path / "cache", meshes=3)
 
 
-def test_with_validation_meshes_it_never_trains_on_them(mesh_folder, tmp_path, monkeypatch):
+def test_with_validation_meshes_it_never_trains_on_them_and_scores_them_not_the_test_split(
+        mesh_folder, tmp_path, monkeypatch):
     read = []
 
     def recorded_split_arrays(mesh_paths, *args):
@@ -235,7 +236,25 @@ def test_with_validation_meshes_it_never_trains_on_them(mesh_folder, tmp_path, m
     result = baseline.run_baseline(overrides(mesh_folder) + ["data.validation_meshes=2"],
                                    ["xyz"], "nearest_mesh", None, 100, 0, tmp_path / "cache")
     held_out = {f"m{index}.ply" for index in validation_entries(6, 2, seed=0)}
-    train, test = read
+    train, scored = read
     assert len(held_out) == 2 and not held_out & set(train)
     assert sorted(train) == sorted({f"m{index}.ply" for index in range(6)} - held_out)
-    assert test == ["m6.ply", "m7.ply"] and result["train_meshes"] == 4
+    assert sorted(scored) == sorted(held_out) and result["split"] == "validation"
+    assert result["train_meshes"] == 4 and result["scored_meshes"] == 2
+
+
+def test_split_test_scores_the_test_split_of_a_config_with_validation_meshes(mesh_folder,
+                                                                              tmp_path, capsys):
+    baseline.main(overrides(mesh_folder) + ["data.validation_meshes=2", "--split", "test",
+                                            "--features", "xyz", "--classifier", "nearest_mesh",
+                                            "--cache-dir", str(tmp_path / "cache")])
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("quadrants: test accuracy ")
+
+
+def test_split_validation_without_validation_meshes_is_refused(mesh_folder, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        baseline.main(overrides(mesh_folder) + ["--split", "validation",
+                                                "--cache-dir", str(tmp_path / "cache")])
+    assert exit_info.value.code == 2
+    assert "add data.validation_meshes=N" in capsys.readouterr().err
