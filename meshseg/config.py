@@ -31,6 +31,7 @@ from hydra.errors import HydraException
 from omegaconf import MISSING, DictConfig, MissingMandatoryValue, OmegaConf
 
 from meshseg.errors import ConfigError
+from meshseg.registry import AUTO_IMPL, IMPLEMENTATIONS, NETWORKS, STRATEGIES
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16", "auto")
 ROTATIONS = ("none", "up", "so3")
@@ -53,7 +54,6 @@ POSITION_FEATURES = ("xyz", "xyz_fourier")
 CENTERS = ("mean", "area_centroid", "none")  # data.center
 SCALES = ("rms", "unit_area", "none")  # data.scale
 FRAMES = ("none", "pca")  # data.frame
-MODELS = ("demo", "feastnet_unet")  # model.name
 OPTIMIZERS = ("adam", "adamw")  # optimizer.name
 SCHEDULES = ("exponential", "cosine")  # optimizer.schedule
 CLASS_WEIGHTS = ("none", "inverse_sqrt_frequency")  # loss.class_weights
@@ -374,14 +374,14 @@ INTEGER_RANGES = {"seed": (0, 2**32 - 1), "threads": (0, MAX_THREADS),
                   **{key: (1, None) for key in COUNTS}}
 POSITIVE = ("optimizer.learning_rate", "optimizer.decay_rate", "optimizer.epsilon",
             "strategy.startup_timeout_s")
-# The choices of every string setting that names an option (each entry, for a list);
-# strategy.name is checked where the strategy is made (`meshseg.train.distribute`), impl
-# names against the implementations' registry (`meshseg.train.run.typed_config`).
+# The choices of every string setting that names an option (each entry, for a list); the
+# names of networks, strategies and implementations are the registries' (`meshseg.registry`,
+# read when checked, so an entry added there is a choice here).
 CHOICES = {"precision": PRECISIONS, "data.source": DATA_SOURCES,
            "data.adjacency": ADJACENCY_LEVELS, "data.overlap": ("warn", "refuse"),
            "loop.name": LOOPS, "data.features": FEATURE_NAMES, "data.center": CENTERS,
            "data.scale": SCALES, "data.frame": FRAMES, "data.eval_rotation": ("none", "so3"),
-           "model.name": MODELS, "optimizer.name": OPTIMIZERS,
+           "optimizer.name": OPTIMIZERS,
            "optimizer.schedule": SCHEDULES, "loss.class_weights": CLASS_WEIGHTS,
            "eval.test": TEST_EVALUATIONS}
 
@@ -442,10 +442,18 @@ def check(config: TrainConfig) -> None:
             raise ConfigError(f"{key} must be a finite number > 0, got {_value(config, key)}")
     if not 0 <= config.optimizer.beta_1 < 1:
         raise ConfigError(f"optimizer.beta_1 must be in [0, 1), got {config.optimizer.beta_1}")
-    for key, choices in CHOICES.items():
+    for key, choices in {**CHOICES, "model.name": tuple(NETWORKS),
+                         "strategy.name": STRATEGIES}.items():
         value = _value(config, key)
         if any(entry not in choices for entry in (value if isinstance(value, list) else [value])):
             raise ConfigError(f"{key}={value}: choose one of {', '.join(choices)}")
+    for key, names, allowed in (
+            ("impl.name", [config.impl.name], (*IMPLEMENTATIONS, AUTO_IMPL)),
+            ("impl.candidates", config.impl.candidates, tuple(IMPLEMENTATIONS))):
+        unknown = [name for name in names if name not in allowed]
+        if unknown:
+            raise ConfigError(f"{key}: unknown implementation {', '.join(unknown)}; choose "
+                              f"from {', '.join(IMPLEMENTATIONS)}")
     if not config.data.features:
         raise ConfigError(f"data.features must list at least one of {', '.join(FEATURE_NAMES)}")
     if len(set(config.data.features)) != len(config.data.features):
@@ -454,13 +462,14 @@ def check(config: TrainConfig) -> None:
     if not 1 < config.data.coarsening < math.inf:
         raise ConfigError(f"data.coarsening must be a finite number > 1, "
                           f"got {config.data.coarsening}")
-    if config.model.name == "feastnet_unet" and len(config.model.conv_channels) - 1 > config.data.levels:
+    multi_scale = NETWORKS[config.model.name].multi_scale
+    if multi_scale and len(config.model.conv_channels) - 1 > config.data.levels:
         needed = len(config.model.conv_channels) - 1
-        raise ConfigError(f"model=feastnet_unet with {len(config.model.conv_channels)} "
+        raise ConfigError(f"model={config.model.name} with {len(config.model.conv_channels)} "
                           f"conv_channels needs data.levels >= {needed}, got "
                           f"{config.data.levels}: set data.levels={needed} (records made by "
                           f"meshseg.data.convert need --levels {needed}), or train model=demo")
-    coarsest = len(config.model.conv_channels) - 1 if config.model.name == "feastnet_unet" else 0
+    coarsest = len(config.model.conv_channels) - 1 if multi_scale else 0
     if not 0 <= config.model.output_level <= coarsest:
         raise ConfigError(f"model.output_level must be a level of model={config.model.name}, "
                           f"0 to {coarsest}, got {config.model.output_level}")
@@ -478,7 +487,7 @@ def check(config: TrainConfig) -> None:
     if len(config.profile_steps) != 2 or not config.profile_steps[0] < config.profile_steps[1]:
         raise ConfigError(f"profile_steps must be [start,stop] with 0 <= start < stop (steps "
                           f"start to stop - 1 are profiled), got {list(config.profile_steps)}")
-    if config.impl.name == "auto" and not config.impl.candidates:
+    if config.impl.name == AUTO_IMPL and not config.impl.candidates:
         raise ConfigError("impl=auto needs impl.candidates, got []")
     config.data.augment.check()
     if config.data.eval_rotation != "none" and config.data.source != "mesh_folder":
