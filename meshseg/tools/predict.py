@@ -5,9 +5,7 @@ the converter loads it (`meshseg.data.meshfiles.load_geometry`); the run's store
 (normals, HKS) and mesh hierarchy (`data.levels`, `data.coarsening`) are derived by the
 converter's own function (`meshseg.data.derived.derive`); and the pipeline's functions
 build the feature dict (`meshseg.data.pipeline`: adjacency, the run's `data.center` /
-`data.scale`, "inputs" in the order of `data.features`). Runs written before `data.center`
-and `data.scale` existed store `data.mean_center` / `data.unit_scale`; they are read as
-center mean / none and scale rms / none (`load_run_config`).
+`data.scale`, "inputs" in the order of `data.features`).
 
 Command line:
 
@@ -96,26 +94,14 @@ class InputSettings:
     skip_bad_records: bool = False
 
 
-# Settings older runs stored, and the values that replace them: {old key: (new key,
-# {old value: new value})}.
-LEGACY_DATA_SETTINGS = {"mean_center": ("center", {True: "mean", False: "none"}),
-                        "unit_scale": ("scale", {True: "rms", False: "none"})}
-
-
 def load_run_config(run_dir: str) -> Optional[TrainConfig]:
-    """The typed settings of `<run_dir>/run_config.yaml` (None without one), with the
-    booleans `data.mean_center` / `data.unit_scale` of runs written before `data.center`
-    and `data.scale` existed mapped to them (`LEGACY_DATA_SETTINGS`)."""
+    """The typed settings of `<run_dir>/run_config.yaml` (None without one)."""
     from omegaconf import OmegaConf
 
     path = os.path.join(run_dir, RUN_CONFIG)
     if not os.path.exists(path):
         return None
     stored = OmegaConf.load(path)
-    data = stored.get("data") or {}
-    for old, (new, values) in LEGACY_DATA_SETTINGS.items():
-        if old in data:
-            data[new] = values[bool(data.pop(old))]
     return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), stored))
 
 

@@ -36,7 +36,7 @@ MULTIRUN_FILE = "multirun.yaml"  # Hydra's record of a sweep, in its directory
 HYDRA_DIR = ".hydra"  # Hydra's record of the launch (`hydra.output_subdir`)
 OUTPUTS = (CHECKPOINT_DIR, "train", "eval", SUMMARY_FILE, MODEL_FILE)
 # Settings a resumed run may change: how long it trains, how often it evaluates, what
-# it resumes, whether it profiles (and runs recorded before `profile` existed resume).
+# it resumes, whether it profiles.
 RESUMABLE_CHANGES = ("steps", "eval_every", "eval", "resume", "checkpoint", "profile",
                      "profile_steps")
 NOW = re.compile(r"\$\{now:[^}]*\}")  # the timestamp in the default hydra.run.dir
@@ -44,15 +44,10 @@ _READ_CHUNK = 1 << 24  # bytes read at once for a shard's checksum
 
 
 def differing_settings(previous: DictConfig, current: DictConfig) -> List[str]:
-    """Dotted keys whose values differ between two configs (ignoring RESUMABLE_CHANGES).
-
-    A setting that `previous` (recorded by an older meshseg) lacks is no difference while
-    `current` has it at its `TrainConfig` default, which is what the older run used."""
+    """Dotted keys whose values differ between two configs (ignoring RESUMABLE_CHANGES)."""
     flat = [{k: v for k, v in _flatten(OmegaConf.to_container(c, resolve=True)).items()
              if k.split(".")[0] not in RESUMABLE_CHANGES} for c in (previous, current)]
-    defaults = _flatten(OmegaConf.to_container(OmegaConf.structured(TrainConfig)))
-    return sorted(k for k in flat[0].keys() | flat[1].keys() if flat[0].get(k) != flat[1].get(k)
-                  and not (k not in flat[0] and k in defaults and defaults[k] == flat[1][k]))
+    return sorted(k for k in flat[0].keys() | flat[1].keys() if flat[0].get(k) != flat[1].get(k))
 
 
 def _flatten(tree, prefix=""):
@@ -158,7 +153,7 @@ def record_or_check_data(run_dir: str, files: dict[str, list[str]], resumed: boo
     """Records the shards a run starts on in `<run_dir>/data_files.json`, or, when it
     resumes, checks that they are the ones it started on, so a resumed run never continues
     on other data without a word (its checkpoint's input position would point into another
-    stream). A run recorded before this file existed records it when it resumes.
+    stream). A resumed run without the record (stopped before writing it) writes it.
 
     Args:
       run_dir: the run directory.

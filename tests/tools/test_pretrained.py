@@ -130,8 +130,9 @@ def test_the_readmes_pretrained_command_runs_as_written(tmp_path):
 def test_a_shipped_models_command_still_composes_its_run_config(name):
     """results.json's "command" is what a user runs to reproduce the model: composed with
     today's presets it gives every setting of the shipped run_config.yaml (settings added
-    since take their defaults: `meshseg.train.rundir.differing_settings`, the check a
-    resumed run makes, plus the settings a resumed run may change, such as steps), so a
+    since take their defaults: `meshseg.tools.predict.load_run_config`; compared by
+    `meshseg.train.rundir.differing_settings`, the check a resumed run makes, plus the
+    settings a resumed run may change, such as steps), so a
     preset that moves fails here until the command pins what the model was trained with."""
     from omegaconf import OmegaConf
 
