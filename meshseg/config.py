@@ -64,6 +64,7 @@ DATA_SOURCES = ("mesh_folder", "tfrecords")
 ADJACENCY_LEVELS = ("none", "edges", "table")
 LOOPS = ("custom", "keras")
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "conf"  # conf/train.yaml and its groups
+RUN_CONFIG = "run_config.yaml"  # a run's settings, in its run directory (`save_run_config`)
 
 
 @dataclass
@@ -195,36 +196,40 @@ class DataConfig:
 
 @dataclass
 class ModelConfig:
-    """The network and its sizes; values: conf/model/.
+    """The network and its sizes; the defaults are the default run's (`feastnet_unet`),
+    conf/model/ states what each network changes.
 
     `demo`: the tensorflow-graphics demo (`meshseg.nn.model.MeshSegmentationNet`).
     `feastnet_unet`: the multi-scale encoder-decoder over the records' mesh hierarchy
     (`meshseg.nn.unet.FeaStUNet`); level l has conv_channels[l] channels, so it uses
     len(conv_channels) - 1 coarser levels (`data.levels` must store at least as many).
+    The names: the networks' registry (`meshseg.registry.NETWORKS`).
     """
 
-    name: str = "demo"  # demo | feastnet_unet
-    num_weight_matrices: int = MISSING  # W in every feature-steered convolution
-    input_channels: int = MISSING  # first 1x1 convolution
-    conv_channels: List[int] = MISSING  # output channels D of the graph convolutions
-    hidden_channels: int = MISSING  # last hidden 1x1 convolution
-    translation_invariant: bool = MISSING  # v = -u
+    name: str = "feastnet_unet"
+    num_weight_matrices: int = 8  # W in every feature-steered convolution
+    input_channels: int = 16  # first 1x1 convolution
+    # output channels D of the graph convolutions (feastnet_unet: of level 0, 1, 2, 3)
+    conv_channels: List[int] = field(default_factory=lambda: [16, 32, 64, 128])
+    hidden_channels: int = 256  # hidden 1x1 convolutions of the classifier head
+    translation_invariant: bool = True  # v = -u
     convs_per_level: int = 2  # feastnet_unet: FeaSt convolutions per level and direction
     dropout: float = 0.0  # feastnet_unet: dropout rate before the classifier
     output_level: int = 0  # feastnet_unet: the level the classifier runs on, carried back to 0
     fine_head_channels: int = 0  # feastnet_unet, output_level > 0: the fine head's width (0: none)
     fine_head_convs: int = 0  # feastnet_unet, fine_head_channels > 0: its FeaSt blocks on the mesh
-    input_skip: bool = False  # feastnet_unet: the inputs also feed the classifier head
-    hidden_layers: int = 1  # feastnet_unet: hidden 1x1 convolutions in the classifier head
-    global_skip: bool = False  # feastnet_unet: the global mesh feature also feeds the head
-    global_scale: bool = False  # feastnet_unet: ... and scales its first hidden layer (FiLM)
+    input_skip: bool = True  # feastnet_unet: the inputs also feed the classifier head
+    hidden_layers: int = 2  # feastnet_unet: hidden 1x1 convolutions in the classifier head
+    global_skip: bool = True  # feastnet_unet: the global mesh feature also feeds the head
+    global_scale: bool = True  # feastnet_unet: ... and scales its first hidden layer (FiLM)
 
 
 @dataclass
 class ImplConfig:
-    """The feature-steered convolution implementation (`meshseg.nn.ops`), or `auto`."""
+    """The feature-steered convolution implementation (`meshseg.registry.IMPLEMENTATIONS`),
+    or `auto`."""
 
-    name: str = MISSING
+    name: str = "gather_matmul"
     # impl=auto only: implementations timed, steps timed each, and the timing cache.
     candidates: List[str] = field(default_factory=list)
     timing_steps: int = 2
@@ -233,19 +238,21 @@ class ImplConfig:
 
 @dataclass
 class OptimizerConfig:
-    """The optimizer and its learning-rate schedule; values: conf/optimizer/.
+    """The optimizer and its learning-rate schedule; the defaults are the default run's
+    (`adamw`), conf/optimizer/adam.yaml states what the demo's recipe changes.
 
     `exponential`: learning_rate * decay_rate ** (step / decay_steps) (the demo's).
     `cosine`: linear warm-up from 0 over `warmup_steps`, then cosine decay to 0 at `steps`.
     """
 
-    name: str = "adam"  # adam | adamw (decoupled weight decay)
-    learning_rate: float = MISSING
-    schedule: str = "exponential"  # exponential | cosine
+    name: str = "adamw"  # adam | adamw (decoupled weight decay)
+    learning_rate: float = 2.0e-3
+    schedule: str = "cosine"  # exponential | cosine
     decay_steps: int = 10000  # exponential
     decay_rate: float = 0.95  # exponential
-    warmup_steps: int = 0  # cosine
-    weight_decay: float = 0.0  # adamw
+    warmup_steps: int = 100  # cosine
+    # adamw: Keras AdamW, each step shrinks weights by learning rate x this
+    weight_decay: float = 1.0e-2
     beta_1: float = 0.9
     epsilon: float = 1.0e-8
 
@@ -254,7 +261,7 @@ class OptimizerConfig:
 class LossConfig:
     """The per-vertex training loss (`meshseg.train.metrics`)."""
 
-    label_smoothing: float = 0.0  # in [0, 1)
+    label_smoothing: float = 0.1  # in [0, 1); the default run's recipe
     # inverse_sqrt_frequency: class c weighs 1 / sqrt(its share of the training vertices),
     # normalised so the average vertex weighs 1.
     class_weights: str = "none"
@@ -264,7 +271,7 @@ class LossConfig:
 class NamedConfig:
     """A group whose options differ by name only (`loop`)."""
 
-    name: str = MISSING
+    name: str = "custom"
 
 
 # When a run scores the test split (`eval.test`, `test_evaluations`).
@@ -297,7 +304,7 @@ class CheckpointConfig:
 class StrategyConfig:
     """The `strategy` group: data parallelism (`meshseg.train.distribute`, docs/scaling.md)."""
 
-    name: str = MISSING  # default | mirrored | multi_worker
+    name: str = "default"  # default | mirrored | multi_worker (`meshseg.registry.STRATEGIES`)
     # Split the CPU into this many logical devices; strategy=mirrored on a host without
     # GPUs replicates over them (tests and CPU-only trials of replication).
     cpu_devices: int = 1
@@ -611,6 +618,42 @@ def composed_config(overrides: List[str]) -> DictConfig:
     check_overrides(overrides)
     checked_config(cfg)
     return cfg
+
+
+def train_config(overrides: List[str]) -> TrainConfig:
+    """`composed_config(overrides)` as the typed, checked `TrainConfig`: what a tool that
+    takes train.py's overrides receives.
+
+    Raises:
+      ConfigError: as `composed_config`.
+    """
+    return checked_config(composed_config(overrides))
+
+
+def load_run_config(run_dir: str) -> Optional[TrainConfig]:
+    """The typed settings a run stored in `<run_dir>/run_config.yaml` (`RUN_CONFIG`,
+    written by `save_run_config`), or None without one: the one reader of that file."""
+    path = Path(run_dir) / RUN_CONFIG
+    if not path.exists():
+        return None
+    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig),
+                                               OmegaConf.load(path)))
+
+
+def save_run_config(config: TrainConfig, path: str) -> None:
+    """Writes `config` as YAML to `path` (`run_config.yaml`: a run's settings)."""
+    OmegaConf.save(OmegaConf.structured(config), path)
+
+
+def flat_settings(config: TrainConfig) -> dict:
+    """{dotted key: value} of every setting of `config` ("data.batch_size": 4)."""
+    def flatten(tree, prefix=""):
+        if not isinstance(tree, dict):
+            return {prefix[:-1]: tree}
+        return {key: value for name, child in tree.items()
+                for key, value in flatten(child, f"{prefix}{name}.").items()}
+
+    return flatten(dataclasses.asdict(config))
 
 
 ConfigStore.instance().store(name="train_schema", node=TrainConfig)

@@ -63,7 +63,7 @@ from pathlib import Path
 import numpy as np
 
 from meshseg.cli import at_least, command, distinct_from_inputs, output_dir
-from meshseg.config import composed_config, data_root
+from meshseg.config import data_root, train_config
 from meshseg.console import shell_command, start_tensorflow_quietly
 from meshseg.data.prepare import mesh_folder
 from meshseg.data.prepare import split_pairs as prepare_split_pairs
@@ -263,7 +263,7 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
     if classifier != "nearest_mesh" and meshes != 1:
         raise ConfigError(f"--meshes {meshes}: only nearest_mesh votes over training meshes")
     started = time.perf_counter()
-    data = composed_config(overrides).data
+    data = train_config(overrides).data
     cache_dir = cache_dir or (Path(data.descriptor_cache) if data.descriptor_cache else None)
     pairs = split_pairs(data)
     inputs = {str(path): kind for mesh_paths, label_paths in pairs.values()

@@ -86,7 +86,9 @@ def make_step(model, mode: str, jit: bool, precision: str):
     if mode == "forward":
         predict = make_predict_step(model, jit)
         return lambda features, labels: predict(without_mesh_ids(features))
-    optimizer = build_optimizer(model, OptimizerConfig(learning_rate=1e-3), precision, steps=1)
+    adam = OptimizerConfig(name="adam", learning_rate=1e-3, schedule="exponential",
+                           warmup_steps=0, weight_decay=0.0)  # the demo's
+    optimizer = build_optimizer(model, adam, precision, steps=1)
     train_step = TrainStep(model, optimizer, jit, tf.distribute.get_strategy())
     if mode == "train":
         return lambda features, labels: train_step(features, labels)[0]
@@ -107,11 +109,10 @@ def unet_batch(overrides: list, batch_size: int, jit: bool, model: str = "feastn
       (config, features, labels): the composed `TrainConfig`, the batch contract's
       features and labels int32 [B, V].
     """
-    from meshseg.config import checked_config, composed_config
+    from meshseg.config import train_config
     from meshseg.data.sources import build_datasets
 
-    config = checked_config(composed_config([*overrides, f"model={model}",
-                                             f"data.batch_size={batch_size}"]))
+    config = train_config([*overrides, f"model={model}", f"data.batch_size={batch_size}"])
     train_ds, _, _ = build_datasets(config.data, seed=0, jit=jit)
     features, labels = next(iter(train_ds))
     return config, features, labels

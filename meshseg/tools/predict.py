@@ -57,7 +57,7 @@ import numpy as np
 import trimesh
 
 from meshseg.cli import command, distinct_from_inputs, existing_dir, existing_file, output_dir
-from meshseg.config import TrainConfig, data_root
+from meshseg.config import data_root, load_run_config
 from meshseg.console import start_tensorflow_quietly
 from meshseg.data.derived import derive
 from meshseg.data.foreign import check_keras_archive
@@ -67,7 +67,7 @@ from meshseg.data.pose import ambiguity, principal_pose
 from meshseg.data.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 from meshseg.outputs import write_atomically
-from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG
+from meshseg.train.rundir import MODEL_FILE
 from meshseg.train.summary import RunSummary
 
 # The models shipped inside the package, one run directory each (`pretrained_run_dir`).
@@ -92,17 +92,6 @@ class InputSettings:
     test_files: List[str]
     label_offset: int = 0
     skip_bad_records: bool = False
-
-
-def load_run_config(run_dir: str) -> Optional[TrainConfig]:
-    """The typed settings of `<run_dir>/run_config.yaml` (None without one)."""
-    from omegaconf import OmegaConf
-
-    path = os.path.join(run_dir, RUN_CONFIG)
-    if not os.path.exists(path):
-        return None
-    stored = OmegaConf.load(path)
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), stored))
 
 
 def input_settings(run_dir: str) -> InputSettings:

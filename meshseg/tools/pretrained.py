@@ -35,7 +35,8 @@ from meshseg.data.foreign import list_file_lines
 from meshseg.data.meshfiles import load_label_file
 from meshseg.errors import ConfigError
 from meshseg.outputs import write_atomically, write_json
-from meshseg.tools.predict import PRETRAINED_DIR, load_run_config, predict_files
+from meshseg.config import load_run_config
+from meshseg.tools.predict import PRETRAINED_DIR, predict_files
 from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG, SUMMARY_FILE
 from meshseg.train.summary import RunSummary
 
