@@ -1,6 +1,6 @@
 """The composed configuration of `python train.py`, of the demo recipe and of every
 `conf/experiment/*` preset stays as recorded in `tests/golden/composed_configs.json`: the
-values pin published results, so moving a default between the schema (`meshseg/config.py`)
+values pin published results, so moving a default between the schema (`meshseg/config/schema.py`)
 and the YAMLs of `conf/` must not move any of them.
 
 Regenerate the record only for an intended change of a composed value:

@@ -102,11 +102,11 @@ def sample_accuracy(run_dir: str, sample: Path) -> Dict:
 
 def training_command(run_dir: str) -> str:
     """`python train.py <overrides>` as the run's `.hydra/overrides.yaml` records it."""
-    from omegaconf import OmegaConf
+    import yaml
 
     path = Path(run_dir) / ".hydra" / "overrides.yaml"
-    overrides = [o for o in OmegaConf.load(path) if not o.startswith("hydra.")] \
-        if path.exists() else []
+    overrides = [str(o) for o in yaml.safe_load(path.read_text()) or []
+                 if not str(o).startswith("hydra.")] if path.exists() else []
     return shell_command(["python", "train.py", *overrides])
 
 
