@@ -22,9 +22,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from hydra.types import RunMode  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
 
-import meshseg.config  # noqa: E402,F401  (registers the schema)
+from meshseg.config import checked_config  # noqa: E402  (also registers the schema)
 from meshseg.console import hydra_override, shell_command, train_py_command  # noqa: E402
 from meshseg.errors import Interrupted, MeshsegError  # noqa: E402
 from meshseg.signals import raising_stop, stop_of  # noqa: E402
@@ -55,20 +55,22 @@ def main(cfg: DictConfig) -> float:
         return run_job_in_child_process(run_dir)
     task_overrides = list(HydraConfig.get().overrides.task)
     log.info("%s", shell_command(["python", "train.py", *task_overrides]))  # whose log this is
+    resume = cfg.resume
     try:
         # The settings were checked before Hydra wrote anything (`RunDirCheck`), before
-        # TensorFlow starts (threads=-1 would abort it). Threads and the distribution
-        # strategy are set before any TensorFlow op runs.
+        # TensorFlow starts (threads=-1 would abort it); from here on they are the typed
+        # `TrainConfig`. Threads and the distribution strategy are set before any
+        # TensorFlow op runs.
+        config = checked_config(cfg)
         from meshseg.console import start_tensorflow_quietly
 
         start_tensorflow_quietly()  # without TensorFlow's C++ start-up lines
         from meshseg.train.distribute import configure_runtime
 
-        strategy = configure_runtime(cfg.threads, OmegaConf.to_object(cfg.strategy),
-                                     cfg.inter_op_threads)
+        strategy = configure_runtime(config.threads, config.strategy, config.inter_op_threads)
         from meshseg.train.run import run
 
-        summary = run(cfg, run_dir, strategy)
+        summary = run(config, run_dir, strategy)
     except (MeshsegError, KeyboardInterrupt) as caught:
         # A stop signal outside the training steps (converting, tracing, saving) arrives
         # as `meshseg.signals.Stop`; within them the loop saves a checkpoint and raises
@@ -79,7 +81,7 @@ def main(cfg: DictConfig) -> float:
         if isinstance(error, Interrupted) and error.resumable:
             overrides = [arg for arg in sys.argv[1:] if not arg.startswith("resume=")]
             log.error("resume with: %s", train_py_command(
-                [*overrides, hydra_override("resume", cfg.resume or run_dir)]))
+                [*overrides, hydra_override("resume", resume or run_dir)]))
         sys.exit(error.exit_code)
     return summary.choosing_accuracy
 

@@ -27,3 +27,13 @@ def test_imports_point_one_way_through_the_layers():
 def test_each_error_class_has_its_documented_exit_status(error, status):
     assert error.exit_code == status
     assert f"| `{type(error).__name__}` |" in errors.__doc__
+
+
+MAX_MODULE_LINES = 400  # a module a reader can hold in their head (meshseg/data aside)
+
+
+def test_no_module_outside_the_data_package_is_over_400_lines():
+    package = Path(PROJECT) / "meshseg"
+    long = {str(path.relative_to(package)): len(path.read_text().splitlines())
+            for path in package.rglob("*.py") if path.relative_to(package).parts[0] != "data"}
+    assert {name: lines for name, lines in long.items() if lines > MAX_MODULE_LINES} == {}

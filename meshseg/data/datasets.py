@@ -18,7 +18,6 @@ from typing import Optional, Tuple
 from meshseg.data.foreign import list_file_lines
 
 MANIFESTS = Path(__file__).parent / "manifests"
-LAYOUTS = ("mesh_folder", "tfrecords", "meshcnn")
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,10 @@ import time
 from typing import Dict, List, Optional, Sequence
 
 from meshseg.cli import at_least, command, output_dir
-from meshseg.config import MAX_THREADS, MODELS
+from meshseg.config import MAX_THREADS
 from meshseg.config import PRECISIONS as RUN_PRECISIONS
 from meshseg.console import start_tensorflow_quietly
+from meshseg.registry import NETWORKS
 from meshseg.signals import run_child
 from meshseg.tools.bench_worker import ICOSPHERE_SIZES
 from meshseg.tools.roofline import MODES
@@ -104,7 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--impl", type=_comma_list("impl", str, list(IMPLEMENTATIONS)),
                         default=list(IMPLEMENTATIONS), help="implementations, comma-separated")
-    parser.add_argument("--model", type=_comma_list("model", str, MODELS), default=["demo"],
+    parser.add_argument("--model", type=_comma_list("model", str, list(NETWORKS)),
+                        default=["demo"],
                         help="networks: demo (icospheres), feastnet_unet (real meshes)")
     parser.add_argument("--precision", type=_comma_list("precision", str, PRECISIONS),
                         default=["float32"], help="Keras dtype policies (train.py's precision)")
@@ -181,11 +183,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     configs = [dict(model=model, precision=precision, num_vertices=num_vertices, mode=mode,
                     threads=threads, inter_op_threads=inter_op_threads, jit=jit, impl=impl,
                     batch_size=args.batch_size,
-                    num_layers=args.num_layers if model == "demo" else None)
+                    num_layers=None if NETWORKS[model].multi_scale else args.num_layers)
                for model in args.model
                for precision, num_vertices, mode, threads, inter_op_threads, jit, impl
                in itertools.product(args.precision,
-                                    args.num_vertices if model == "demo" else [None], modes,
+                                    [None] if NETWORKS[model].multi_scale
+                                    else args.num_vertices, modes,
                                     args.threads, args.inter_op_threads, jits, args.impl)]
     for index, config in enumerate(configs, 1):
         job = dict(config, kind="step", num_classes=args.num_classes, warmup=args.warmup,

@@ -25,7 +25,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from meshseg.cli import at_least, command
 from meshseg.console import start_tensorflow_quietly
-from meshseg.tools.bench import MODELS, PRECISIONS
+from meshseg.registry import NETWORKS
+from meshseg.tools.bench import PRECISIONS
 from meshseg.tools.bench_worker import ICOSPHERE_SIZES
 
 
@@ -61,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     from meshseg.nn.ops import IMPLEMENTATIONS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", choices=MODELS, default="feastnet_unet")
+    parser.add_argument("--model", choices=list(NETWORKS), default="feastnet_unet")
     parser.add_argument("--precision", default="float32,mixed_bfloat16",
                         help=f"one or two of {', '.join(PRECISIONS)}, comma-separated")
     parser.add_argument("--impl", default="gather_matmul",
@@ -91,8 +92,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     precisions, impls = args.precision.split(","), args.impl.split(",")
     if max(len(precisions), len(impls)) > 2:
         parser.error("--precision and --impl take one or two values each")
-    if args.overrides_b and args.model != "feastnet_unet":
-        parser.error("--overrides_b: only model=feastnet_unet takes overrides")
+    if args.overrides_b and not NETWORKS[args.model].multi_scale:
+        parser.error("--overrides_b: only a multi-scale network (model=feastnet_unet) takes "
+                     "overrides")
     variants = {"A": (precisions[0], impls[0], args.overrides),
                 "B": (precisions[-1], impls[-1], args.overrides + args.overrides_b)}
     if variants["A"] == variants["B"]:

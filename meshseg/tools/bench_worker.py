@@ -86,7 +86,9 @@ def make_step(model, mode: str, jit: bool, precision: str):
     if mode == "forward":
         predict = make_predict_step(model, jit)
         return lambda features, labels: predict(without_mesh_ids(features))
-    optimizer = build_optimizer(model, OptimizerConfig(learning_rate=1e-3), precision, steps=1)
+    adam = OptimizerConfig(name="adam", learning_rate=1e-3, schedule="exponential",
+                           warmup_steps=0, weight_decay=0.0)  # the demo's
+    optimizer = build_optimizer(model, adam, precision, steps=1)
     train_step = TrainStep(model, optimizer, jit, tf.distribute.get_strategy())
     if mode == "train":
         return lambda features, labels: train_step(features, labels)[0]
@@ -96,45 +98,48 @@ def make_step(model, mode: str, jit: bool, precision: str):
     return lambda features, labels: backward(without_mesh_ids(features), labels)
 
 
-def unet_batch(overrides: list, batch_size: int, jit: bool):
-    """The multi-scale network's settings and a batch of real meshes: the first training
-    batch of the data `overrides` compose (train.py's; none: the default run's U-Net on the
-    bundled sample), with `batch_size` meshes, bucketed and padded as a run pads them
-    (to its bucket's shape under XLA). Converts the data on first use, as a run does.
+def unet_batch(overrides: list, batch_size: int, jit: bool, model: str = "feastnet_unet"):
+    """A multi-scale network's settings (`model=<model>`) and a batch of real meshes: the
+    first training batch of the data `overrides` compose (train.py's; none: the default
+    run's data, the bundled sample), with `batch_size` meshes, bucketed and padded as a run
+    pads them (to its bucket's shape under XLA). Converts the data on first use, as a run
+    does.
 
     Returns:
       (config, features, labels): the composed `TrainConfig`, the batch contract's
       features and labels int32 [B, V].
     """
-    from meshseg.config import checked_config, composed_config
+    from meshseg.config import train_config
     from meshseg.data.sources import build_datasets
 
-    config = checked_config(composed_config([*overrides, "model=feastnet_unet",
-                                             f"data.batch_size={batch_size}"]))
+    config = train_config([*overrides, f"model={model}", f"data.batch_size={batch_size}"])
     train_ds, _, _ = build_datasets(config.data, seed=0, jit=jit)
     features, labels = next(iter(train_ds))
     return config, features, labels
 
 
 def model_and_batch(config: Dict):
-    """(model, features, labels) of a step job: the demo network (`MeshSegmentationNet`) on
-    B jittered icospheres (`icosphere_batch`), or the multi-scale network (`FeaStUNet`) on
-    real meshes (`unet_batch`), built by the application's `build_network` in the job's
-    precision, its variables created."""
+    """(model, features, labels) of a step job: any network of the registry
+    (`meshseg.registry.NETWORKS`), a single-level one (the demo, `MeshSegmentationNet`) on
+    B jittered icospheres (`icosphere_batch`) with `num_layers` convolutions, a multi-scale
+    one (`FeaStUNet`) on real meshes (`unet_batch`), built by the application's
+    `build_network` in the job's precision, its variables created."""
     import dataclasses
 
     from meshseg.data.inputs import MeshInputs
     from meshseg.nn.networks import build_network
+    from meshseg.registry import NETWORKS
 
     precision = config.get("precision", "float32")
-    if config.get("model", "demo") == "demo":
-        settings = dict(name="demo", conv_channels=conv_channels(config["num_layers"]))
+    name = config.get("model", "demo")
+    if not NETWORKS[name].multi_scale:
+        settings = dict(name=name, conv_channels=conv_channels(config["num_layers"]))
         features, labels = icosphere_batch(config["num_vertices"], config["batch_size"],
                                            config["num_classes"])
         num_classes, width = config["num_classes"], 3
     else:
         composed, features, labels = unet_batch(config.get("overrides", []),
-                                                config["batch_size"], config["jit"])
+                                                config["batch_size"], config["jit"], name)
         settings = dataclasses.asdict(composed.model)
         num_classes, width = composed.data.num_classes, MeshInputs.of(composed.data).width
     model = build_network(num_classes, config["impl"], settings, input_width=width,

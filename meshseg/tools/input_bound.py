@@ -26,10 +26,8 @@ import statistics
 import tempfile
 from typing import Dict, List, Optional
 
-from omegaconf import DictConfig
-
 from meshseg.cli import at_least, command
-from meshseg.config import composed_config
+from meshseg.config import TrainConfig, train_config
 from meshseg.console import start_tensorflow_quietly
 from meshseg.errors import ConfigError
 
@@ -51,26 +49,26 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, Opti
       `app_ratio` (app / memory); the last two are None when every app step traced.
 
     Raises:
-      ConfigError: from `composed_config` (before TensorFlow is imported), for loop=keras,
+      ConfigError: from `train_config` (before TensorFlow is imported), for loop=keras,
         an unknown implementation name, or a missing data path.
       DataError: for a mesh that does not convert or a bad record.
     """
-    cfg = composed_config(overrides)
-    if cfg.loop.name != "custom":
-        raise ConfigError(f"loop={cfg.loop.name}: input_bound times the iterations of "
+    composed = train_config(overrides)
+    if composed.loop.name != "custom":
+        raise ConfigError(f"loop={composed.loop.name}: input_bound times the iterations of "
                           "loop=custom, the only loop that times them")
     start_tensorflow_quietly()
     import tensorflow as tf
 
     from meshseg.train.distribute import set_threads
 
-    set_threads(cfg.threads, cfg.inter_op_threads)  # before tensorflow-graphics runs ops
+    set_threads(composed.threads, composed.inter_op_threads)  # before tensorflow-graphics runs ops
     from meshseg.data.inputs import MeshInputs
     from meshseg.train.run import (build_loss, build_model, build_optimizer, load_data,
                                    typed_config)
     from meshseg.train.step import TrainStep, median_step_ms
 
-    config = typed_config(cfg)
+    config = typed_config(composed)
     train_data, _, data_info = load_data(config)
     model = build_model(config.data.num_classes, config.impl.name, config.model,
                         config.precision, config.jit, MeshInputs.of(config.data))
@@ -83,15 +81,15 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, Opti
     in_memory = [next(batches) for _ in range(steps)]
     memory_ms = median_step_ms(step, in_memory)
     pipeline_ms = median_step_ms(step, (next(batches) for _ in range(steps)))
-    app_ms = app_iteration_ms(cfg, steps, warmup)
+    app_ms = app_iteration_ms(composed, steps, warmup)
     return {"pipeline_ms": pipeline_ms, "memory_ms": memory_ms,
             "ratio": pipeline_ms / memory_ms, "app_ms": app_ms,
             "app_ratio": None if app_ms is None else app_ms / memory_ms}
 
 
-def app_iteration_ms(cfg: DictConfig, steps: int, warmup: int) -> Optional[float]:
+def app_iteration_ms(composed: TrainConfig, steps: int, warmup: int) -> Optional[float]:
     """The median (ms) of the app's loop iterations (`iteration_time_ms`,
-    `meshseg.train.custom_loop`) after the first `warmup` steps of a run of `cfg` on one
+    `meshseg.train.custom_loop`) after the first `warmup` steps of a run of `composed` on one
     device, in a temporary run directory, that trains `warmup + steps + 1` steps and
     evaluates and checkpoints only at its last one (which has no timed iteration), so
     `steps` iterations are timed; None when all of them traced.
@@ -101,11 +99,11 @@ def app_iteration_ms(cfg: DictConfig, steps: int, warmup: int) -> Optional[float
     from meshseg.train.run import run
     from meshseg.train.summaries import read_scalars
 
-    cfg = copy.deepcopy(cfg)
-    cfg.steps = cfg.eval_every = cfg.checkpoint.every = warmup + steps + 1
-    cfg.checkpoint.dir = cfg.resume = None  # a fresh run in the temporary directory
+    config = copy.deepcopy(composed)
+    config.steps = config.eval_every = config.checkpoint.every = warmup + steps + 1
+    config.checkpoint.dir = config.resume = None  # a fresh run in the temporary directory
     with tempfile.TemporaryDirectory(prefix="meshseg-input-bound-") as run_dir:
-        run(cfg, run_dir, tf.distribute.get_strategy())
+        run(config, run_dir, tf.distribute.get_strategy())
         timed_steps, times = read_scalars(os.path.join(run_dir, "train")).get(
             "iteration_time_ms", ([], []))
     timed = [ms for step, ms in zip(timed_steps, times) if step > warmup]

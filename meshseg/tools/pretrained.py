@@ -35,7 +35,8 @@ from meshseg.data.foreign import list_file_lines
 from meshseg.data.meshfiles import load_label_file
 from meshseg.errors import ConfigError
 from meshseg.outputs import write_atomically, write_json
-from meshseg.tools.predict import PRETRAINED_DIR, load_run_config, predict_files
+from meshseg.config import load_run_config
+from meshseg.tools.predict import PRETRAINED_DIR, predict_files
 from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG, SUMMARY_FILE
 from meshseg.train.summary import RunSummary
 
@@ -101,11 +102,11 @@ def sample_accuracy(run_dir: str, sample: Path) -> Dict:
 
 def training_command(run_dir: str) -> str:
     """`python train.py <overrides>` as the run's `.hydra/overrides.yaml` records it."""
-    from omegaconf import OmegaConf
+    import yaml
 
     path = Path(run_dir) / ".hydra" / "overrides.yaml"
-    overrides = [o for o in OmegaConf.load(path) if not o.startswith("hydra.")] \
-        if path.exists() else []
+    overrides = [str(o) for o in yaml.safe_load(path.read_text()) or []
+                 if not str(o).startswith("hydra.")] if path.exists() else []
     return shell_command(["python", "train.py", *overrides])
 
 

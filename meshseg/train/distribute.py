@@ -13,11 +13,11 @@ from tensorflow.python.distribute import distribute_lib
 
 from meshseg.config import StrategyConfig
 from meshseg.errors import ClusterError, ConfigError, Interrupted
+from meshseg.registry import STRATEGIES
 from meshseg.train.checkpoints import StopSignals
 from meshseg.train.slurm import slurm_step
 
 log = logging.getLogger(__name__)
-STRATEGIES = ("default", "mirrored", "multi_worker")
 POLL_S = 0.5  # how often a starting worker looks for the others
 REPORT_EVERY_S = 10.0  # how often it logs whom it still waits for
 
@@ -52,7 +52,8 @@ def set_threads(threads: int, inter_op_threads: int) -> None:
 
 
 def make_strategy(settings: StrategyConfig) -> tf.distribute.Strategy:
-    """The strategy called `settings.name`.
+    """The strategy called `settings.name`, one of the registry's `STRATEGIES` (checked by
+    `meshseg.config.check`).
 
     - default: one device, no replication.
     - mirrored: `MirroredStrategy` over all local GPUs, or on a host without GPUs over its

@@ -5,8 +5,7 @@ holds, written with the first checkpoint (`meshseg.train.checkpoints.TrainingChe
 A run restores only from its own folder: given another run's
 (`checkpoint.dir=<run A>/checkpoints`), it is refused naming both, before Hydra writes
 (`meshseg.train.rundir.RunDirCheck`) and again before the restore. A run's own
-`<run_dir>/checkpoints` is always its own, also after the run directory was moved; a
-folder written before `run.json` existed belongs to the run directory it sits in.
+`<run_dir>/checkpoints` is always its own, also after the run directory was moved.
 
 Nothing here imports TensorFlow.
 """
@@ -17,24 +16,20 @@ import os
 
 from meshseg.errors import RunDirError
 from meshseg.outputs import write_json
-from meshseg.train.rundir import CHECKPOINT_DIR, RUN_CONFIG
+from meshseg.train.rundir import CHECKPOINT_DIR
 
 OWNER_FILE = "run.json"
 
 
 def checkpoint_owner(checkpoint_dir: str) -> str | None:
-    """The run directory whose checkpoints `checkpoint_dir` holds: the one its `run.json`
-    records, else the run directory it sits in (a folder next to a `run_config.yaml`);
-    None when no run claimed it."""
+    """The run directory whose checkpoints `checkpoint_dir` holds, as its `run.json`
+    records it; None when no run claimed it (or the record is damaged: the next
+    checkpoint's record replaces it)."""
     try:
         with open(os.path.join(checkpoint_dir, OWNER_FILE), encoding="utf-8") as stream:
             return str(json.load(stream)["run_dir"])
-    except FileNotFoundError:
-        pass
     except (OSError, ValueError, KeyError, TypeError):
-        return None  # damaged: the next checkpoint's record replaces it
-    parent = os.path.dirname(os.path.abspath(checkpoint_dir))
-    return parent if os.path.isfile(os.path.join(parent, RUN_CONFIG)) else None
+        return None
 
 
 def _is_own(checkpoint_dir: str, run_dir: str) -> bool:

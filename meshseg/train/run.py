@@ -5,6 +5,7 @@ run directory, builds the data, the model and the loop, and hands the steps to t
 `Controller`; everything below it receives built objects or plain typed values.
 """
 
+import copy
 import dataclasses
 import logging
 import os
@@ -16,19 +17,17 @@ from typing import Optional
 import keras
 import numpy as np
 import tensorflow as tf
-from hydra.utils import to_absolute_path
-from omegaconf import DictConfig
 
-from meshseg.config import (LossConfig, ModelConfig, OptimizerConfig, TrainConfig, checked_config,
+from meshseg.config import (LossConfig, ModelConfig, OptimizerConfig, TrainConfig, check,
                             test_evaluations)
 from meshseg.console import runnable_command, shell_command
 from meshseg.data.inputs import MeshInputs
 from meshseg.data.pipeline import sample_meshes
 from meshseg.data.sources import DataInfo, build_datasets, evaluation_dataset
-from meshseg.errors import ConfigError, DataError, OutputError
+from meshseg.errors import DataError, OutputError
 from meshseg.nn.networks import build_network
 from meshseg.outputs import write_atomically, write_failure_cause, writing
-from meshseg.nn.ops import IMPLEMENTATIONS, XLA_FORMULATION
+from meshseg.nn.ops import xla_formulation
 from meshseg.train.autotune import choose_impl
 from meshseg.train.controller import Controller, Loop, Schedule
 from meshseg.train.custom_loop import CustomLoop
@@ -57,30 +56,23 @@ TEST_SCHEDULE_LOG = {
 RESUME_HINT = "the checkpoints written before stay: free space and run the same command to resume"
 
 
-def typed_config(cfg: DictConfig) -> TrainConfig:
-    """The composed DictConfig as the typed `TrainConfig`, checked
-    (`meshseg.config.checked_config`), with the data paths made absolute against the
-    directory the application started in (Hydra's `to_absolute_path`) and `precision=auto`
-    resolved for this machine's GPUs or CPU (`meshseg.train.precision`; logged either way,
-    and with a GPU, that `threads` and `inter_op_threads` apply to the CPU only).
+def typed_config(composed: TrainConfig) -> TrainConfig:
+    """A copy of the composed settings, checked (`meshseg.config.check`), with the data
+    paths made absolute against the working directory (the one train.py started in:
+    `hydra.job.chdir` is false) and `precision=auto` resolved for this machine's GPUs or
+    CPU (`meshseg.train.precision`; logged either way, and with a GPU, that `threads` and
+    `inter_op_threads` apply to the CPU only).
 
     Raises:
-      ConfigError: for a missing value, one the schema's types cannot check, an unknown
-        implementation, or a resume directory without a run.
+      ConfigError: for a value the checks refuse, or a resume directory without a run.
     """
-    config = checked_config(cfg)
-    allowed = {"impl.name": (*IMPLEMENTATIONS, "auto"), "impl.candidates": tuple(IMPLEMENTATIONS)}
-    for key, names in (("impl.name", [config.impl.name]),
-                       ("impl.candidates", config.impl.candidates)):
-        unknown = [name for name in names if name not in allowed[key]]
-        if unknown:
-            raise ConfigError(f"{key}: unknown implementation {', '.join(unknown)}; choose "
-                              f"from {', '.join(IMPLEMENTATIONS)}")
+    check(composed)
+    config = copy.deepcopy(composed)
     for key in DATA_PATHS:
         if getattr(config.data, key) is not None:
-            setattr(config.data, key, to_absolute_path(getattr(config.data, key)))
+            setattr(config.data, key, os.path.abspath(getattr(config.data, key)))
     if config.resume is not None:
-        check_resume(to_absolute_path(config.resume), config.resume)
+        check_resume(os.path.abspath(config.resume), config.resume)
     gpus = visible_gpus()
     config.precision, why = resolved_precision(config.precision, gpus)
     log.info("precision %s (%s)", config.precision, why)
@@ -177,20 +169,21 @@ def choose_implementation(config: TrainConfig, train_data: tf.data.Dataset) -> s
                            config.impl.candidates, config.impl.timing_steps,
                            config.impl.cache_file)
     if config.jit:
-        log.info("impl=%s under XLA uses %s", impl, XLA_FORMULATION[impl])
+        log.info("impl=%s under XLA uses %s", impl, xla_formulation(impl))
     return impl
 
 
-def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunSummary:
+def run(composed: TrainConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunSummary:
     """Trains and evaluates as configured.
 
     Writes event files, checkpoints, `summary.json` and `model.keras` under `run_dir`, or
-    under `cfg.resume` when set. A run directory that already holds this run (same
+    under `composed.resume` when set. A run directory that already holds this run (same
     settings) is resumed from its latest checkpoint; one that holds its finished run is
     left as it is.
 
     Args:
-      cfg: the composed config (`conf/train.yaml`).
+      composed: the composed settings (`conf/train.yaml`; train.py's
+        `meshseg.config.checked_config`), recorded as given in `run_config.yaml`.
       run_dir: the run directory (Hydra's output directory).
       strategy: the strategy `meshseg.train.distribute.configure_runtime` made before
         TensorFlow's runtime started (train.py does this); TensorFlow's default strategy
@@ -208,19 +201,19 @@ def run(cfg: DictConfig, run_dir: str, strategy: tf.distribute.Strategy) -> RunS
         written before stay.
     """
     start = time.perf_counter()
-    config = typed_config(cfg)
+    config = typed_config(composed)
     if config.resume is not None:
-        run_dir = to_absolute_path(config.resume)
+        run_dir = os.path.abspath(config.resume)
     held = holds_run_dir(run_dir)  # train.py took the lock before Hydra wrote
     try:
-        return _run_claimed(cfg, config, run_dir, strategy, start)
+        return _run_claimed(composed, config, run_dir, strategy, start)
     finally:
         drop_hydra_record(run_dir)  # a launch refused before `accept_hydra_record`
         if not held:  # taken by `claim_run_dir`, for this call only
             release_run_dir(run_dir)
 
 
-def _run_claimed(cfg: DictConfig, config: TrainConfig, run_dir: str,
+def _run_claimed(composed: TrainConfig, config: TrainConfig, run_dir: str,
                  strategy: tf.distribute.Strategy, start: float) -> RunSummary:
     """`run` from the seed on; the run directory is claimed (and locked) once the data
     are built."""
@@ -231,7 +224,7 @@ def _run_claimed(cfg: DictConfig, config: TrainConfig, run_dir: str,
     if is_replicated(strategy):
         train_data = shard_input(train_data, data_info.files["train"],
                                  worker_position(strategy)[1])
-    resumed = claim_run_dir(run_dir, cfg)
+    resumed = claim_run_dir(run_dir, composed)
     if resumed:
         finished = RunSummary.load(run_dir)
         completed = finished is not None and finished.steps >= config.steps
@@ -282,7 +275,7 @@ def _run_claimed(cfg: DictConfig, config: TrainConfig, run_dir: str,
     # worker restores from the chief's checkpoints, which they must all read.
     chief = is_chief(strategy)
     output_dir = run_dir if chief else tempfile.mkdtemp(prefix="meshseg-worker-")
-    checkpoints = (to_absolute_path(config.checkpoint.dir) if config.checkpoint.dir
+    checkpoints = (os.path.abspath(config.checkpoint.dir) if config.checkpoint.dir
                    else os.path.join(run_dir, CHECKPOINT_DIR))
     schedule = Schedule(config.steps, config.eval_every, config.checkpoint.every,
                         config.checkpoint.keep)

@@ -18,7 +18,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
-from meshseg.config import TrainConfig, check_data_paths, check_overrides, checked_config
+from meshseg.config import (RUN_CONFIG, TrainConfig, check_data_paths, check_overrides,
+                            checked_config, flat_settings, load_run_config, save_run_config)
 from meshseg.console import hydra_override
 from meshseg.errors import ConfigError, Interrupted, MeshsegError, RunDirError
 from meshseg.outputs import check_output_dir, write_atomically, write_json
@@ -27,7 +28,6 @@ from meshseg.train.runlock import hold_run_dir
 from meshseg.train.slurm import slurm_step
 
 # What a run directory holds, besides Hydra's `.hydra/` and `train.log`.
-RUN_CONFIG = "run_config.yaml"  # the run's settings (`claim_run_dir`)
 SUMMARY_FILE = "summary.json"  # its results (`meshseg.train.summary.RunSummary`)
 MODEL_FILE = "model.keras"  # the trained model
 CHECKPOINT_DIR = "checkpoints"  # `meshseg.train.checkpoints.TrainingCheckpoint`
@@ -36,44 +36,31 @@ MULTIRUN_FILE = "multirun.yaml"  # Hydra's record of a sweep, in its directory
 HYDRA_DIR = ".hydra"  # Hydra's record of the launch (`hydra.output_subdir`)
 OUTPUTS = (CHECKPOINT_DIR, "train", "eval", SUMMARY_FILE, MODEL_FILE)
 # Settings a resumed run may change: how long it trains, how often it evaluates, what
-# it resumes, whether it profiles (and runs recorded before `profile` existed resume).
+# it resumes, whether it profiles.
 RESUMABLE_CHANGES = ("steps", "eval_every", "eval", "resume", "checkpoint", "profile",
                      "profile_steps")
 NOW = re.compile(r"\$\{now:[^}]*\}")  # the timestamp in the default hydra.run.dir
 _READ_CHUNK = 1 << 24  # bytes read at once for a shard's checksum
 
 
-def differing_settings(previous: DictConfig, current: DictConfig) -> List[str]:
-    """Dotted keys whose values differ between two configs (ignoring RESUMABLE_CHANGES).
-
-    A setting that `previous` (recorded by an older meshseg) lacks is no difference while
-    `current` has it at its `TrainConfig` default, which is what the older run used."""
-    flat = [{k: v for k, v in _flatten(OmegaConf.to_container(c, resolve=True)).items()
+def differing_settings(previous: TrainConfig, current: TrainConfig) -> List[str]:
+    """Dotted keys whose values differ between two configs (ignoring RESUMABLE_CHANGES)."""
+    flat = [{k: v for k, v in flat_settings(c).items()
              if k.split(".")[0] not in RESUMABLE_CHANGES} for c in (previous, current)]
-    defaults = _flatten(OmegaConf.to_container(OmegaConf.structured(TrainConfig)))
-    return sorted(k for k in flat[0].keys() | flat[1].keys() if flat[0].get(k) != flat[1].get(k)
-                  and not (k not in flat[0] and k in defaults and defaults[k] == flat[1][k]))
+    return sorted(k for k in flat[0].keys() | flat[1].keys() if flat[0].get(k) != flat[1].get(k))
 
 
-def _flatten(tree, prefix=""):
-    if not isinstance(tree, dict):
-        return {prefix[:-1]: tree}
-    out = {}
-    for key, value in tree.items():
-        out.update(_flatten(value, f"{prefix}{key}."))
-    return out
-
-
-def check_run_dir(run_dir: str, cfg: DictConfig) -> bool:
-    """Whether `run_dir` holds an earlier run of `cfg` (True) or none (False); writes nothing.
+def check_run_dir(run_dir: str, config: TrainConfig) -> bool:
+    """Whether `run_dir` holds an earlier run of `config` (True) or none (False); writes
+    nothing.
 
     Raises:
       RunDirError: if `run_dir` holds outputs but no `run_config.yaml` (not a meshseg run),
         or a run with different settings (up to RESUMABLE_CHANGES).
     """
-    saved = os.path.join(run_dir, RUN_CONFIG)
-    if os.path.exists(saved):
-        differences = differing_settings(OmegaConf.load(saved), cfg)
+    saved = load_run_config(run_dir)
+    if saved is not None:
+        differences = differing_settings(saved, config)
         if differences:
             raise RunDirError(
                 f"{run_dir} holds a run with different settings ({', '.join(differences)}); "
@@ -98,13 +85,14 @@ def check_resume(run_dir: str, given: str) -> None:
         raise ConfigError(f"resume={given}: there is no run to resume there (no {RUN_CONFIG})")
 
 
-def claim_run_dir(run_dir: str, cfg: DictConfig) -> bool:
+def claim_run_dir(run_dir: str, config: TrainConfig) -> bool:
     """Makes `run_dir` this run's directory; returns True if it continues an earlier run.
 
-    A directory without our outputs is claimed: `run_config.yaml` records `cfg`. It appears
+    A directory without our outputs is claimed: `run_config.yaml` records `config` (the
+    settings as composed: data paths as given, `precision` unresolved). It appears
     whole (written aside, then renamed), as the workers of a multi-worker job that share the
     directory may read it while another writes it. A directory whose `run_config.yaml`
-    matches `cfg` is resumed. Either way this process then holds the directory's lock
+    matches `config` is resumed. Either way this process then holds the directory's lock
     (`meshseg.train.runlock`) if it did not already.
 
     Raises:
@@ -112,12 +100,12 @@ def claim_run_dir(run_dir: str, cfg: DictConfig) -> bool:
         is written then.
       OutputError: if `run_config.yaml` cannot be written.
     """
-    resumed = check_run_dir(run_dir, cfg)
+    resumed = check_run_dir(run_dir, config)
     hold_run_dir(run_dir)
     if resumed:
         return True
     write_atomically(os.path.join(run_dir, RUN_CONFIG),
-                     lambda path: OmegaConf.save(cfg, path, resolve=True), "the run's settings")
+                     lambda path: save_run_config(config, path), "the run's settings")
     return False
 
 
@@ -158,7 +146,7 @@ def record_or_check_data(run_dir: str, files: dict[str, list[str]], resumed: boo
     """Records the shards a run starts on in `<run_dir>/data_files.json`, or, when it
     resumes, checks that they are the ones it started on, so a resumed run never continues
     on other data without a word (its checkpoint's input position would point into another
-    stream). A run recorded before this file existed records it when it resumes.
+    stream). A resumed run without the record (stopped before writing it) writes it.
 
     Args:
       run_dir: the run directory.
@@ -345,23 +333,23 @@ class RunDirCheck(Callback):
         task = OmegaConf.masked_copy(config, [key for key in config if key != "hydra"])
         try:
             check_overrides(list(config.hydra.overrides.task))
-            check_data_paths(checked_config(
-                OmegaConf.merge(OmegaConf.structured(TrainConfig), task)).data)
-            run_dir = task.get("resume") or config.hydra.run.dir
+            typed = checked_config(OmegaConf.merge(OmegaConf.structured(TrainConfig), task))
+            check_data_paths(typed.data)
+            run_dir = typed.resume or config.hydra.run.dir
             check_output_dir(os.path.abspath(run_dir),
-                             f"{'resume' if task.get('resume') else 'hydra.run.dir'}={run_dir}")
-            if task.get("resume") is not None:
-                check_resume(os.path.abspath(task.resume), task.resume)
-                config.hydra.run.dir = os.path.abspath(task.resume)
+                             f"{'resume' if typed.resume else 'hydra.run.dir'}={run_dir}")
+            if typed.resume is not None:
+                check_resume(os.path.abspath(typed.resume), typed.resume)
+                config.hydra.run.dir = os.path.abspath(typed.resume)
             elif not run_dir_given(config):
                 config.hydra.run.dir = default_run_dir(config)
             run_dir = str(config.hydra.run.dir)
-            resumed = check_run_dir(run_dir, task)
+            resumed = check_run_dir(run_dir, typed)
             if resumed and config.hydra.output_subdir == HYDRA_DIR:  # the data are checked later
                 with read_write(config.hydra), open_dict(config.hydra):
                     config.hydra.output_subdir = os.path.basename(pending_hydra_record(run_dir))
             if not in_multi_worker_job(config):  # workers share the chief's (checked there)
-                check_checkpoint_owner(os.path.abspath(task.checkpoint.dir or
+                check_checkpoint_owner(os.path.abspath(typed.checkpoint.dir or
                                                        os.path.join(run_dir, CHECKPOINT_DIR)),
                                        run_dir)
             hold_run_dir(run_dir)  # until the process ends

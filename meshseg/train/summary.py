@@ -13,12 +13,11 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional
 
-from omegaconf import OmegaConf
 
-from meshseg.config import TrainConfig
+from meshseg.config import TrainConfig, load_run_config
 from meshseg.errors import ConfigError
 from meshseg.outputs import write_json
-from meshseg.train.rundir import RUN_CONFIG, SUMMARY_FILE
+from meshseg.train.rundir import SUMMARY_FILE
 
 
 @dataclass
@@ -124,15 +123,6 @@ class Run:
     summary: Optional[RunSummary]
 
 
-def load_config(run_dir: str) -> Optional[TrainConfig]:
-    """The typed settings a run stored in `<run_dir>/run_config.yaml`, or None."""
-    path = os.path.join(run_dir, RUN_CONFIG)
-    if not os.path.exists(path):
-        return None
-    schema = OmegaConf.structured(TrainConfig)
-    return OmegaConf.to_object(OmegaConf.merge(schema, OmegaConf.load(path)))
-
-
 def load_run(run_dir: str) -> Run:
     """Settings and results of the run in `run_dir`."""
-    return Run(run_dir, load_config(run_dir), RunSummary.load(run_dir))
+    return Run(run_dir, load_run_config(run_dir), RunSummary.load(run_dir))

@@ -40,9 +40,9 @@ def test_padding_fraction_counts_only_padding_beyond_the_rounding():
 
 
 def test_one_far_larger_mesh_gets_its_own_bucket_instead_of_padding_every_batch():
-    """Round three's case: under one automatic bucket, 15 meshes of ~300 vertices and one
-    of 20000 were all padded to 20224 (a 67x slower step); the outlier now has a bucket of
-    its own and the others' batches are padded to 512."""
+    """Under one automatic bucket, 15 meshes of ~300 vertices and one of 20000 would all be
+    padded to 20224 (a 67x slower step); the outlier gets a bucket of its own and the
+    others' batches are padded to 512."""
     counts = [300 + 7 * i for i in range(15)] + [20000]
     quantiles = auto_boundaries(counts, 1, multiple=256)
     assert quantiles == [20224]

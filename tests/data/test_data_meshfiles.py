@@ -27,8 +27,8 @@ def test_polygons_are_triangulated_keeping_vertex_order(tmp_path, suffix, text):
     assert vertices.dtype == np.float64 and faces.dtype == np.int64
 
 
-# Round one's polygon: a pentagon whose corner 3 is reflex (its area is 2.5); trimesh fanned
-# it from corner 0, giving triangles outside it (3.5 in all) and no diagonal at corner 3.
+# A pentagon whose corner 3 is reflex (its area is 2.5); a fan from corner 0 (trimesh's)
+# gives triangles outside it (3.5 in all) and no diagonal at corner 3.
 PENTAGON = [[0, 0, 0], [2, 0, 0], [2, 2, 0], [1, 0.5, 0], [0, 2, 0]]
 # Neighbours: a dart (a quad with reflex corner 1, which trimesh split 0-2, outside it), an
 # L-shaped hexagon, a pentagon with a straight corner (trimesh: a zero-area triangle).

@@ -105,8 +105,9 @@ def _converted(tmp_path, subdivisions: dict) -> dict:
 
 def test_under_jit_one_far_larger_mesh_runs_in_its_own_bucket_and_the_rest_stay_small(
         tmp_path, caplog):
-    """Round three's outlier: with one automatic bucket every batch was padded to the one
-    2562-vertex mesh (40x the others); now the 42-vertex meshes' batches are padded to 64."""
+    """With one automatic bucket every batch would be padded to the one 2562-vertex mesh
+    (40x the others); the outlier gets a bucket of its own, the 42-vertex meshes' batches
+    are padded to 64."""
     paths = _converted(tmp_path, {"train": [1, 1, 1, 1, 1, 4], "test": [1, 1]})
     cfg = _tfrecords_config(paths["train"], paths["test"], 2, "data.pad_multiple=64")
     with caplog.at_level("INFO", logger="meshseg.data.sources"):

@@ -12,7 +12,7 @@ import keras
 import tensorflow as tf
 from hydra import compose, initialize_config_dir
 
-import meshseg.config  # noqa: F401  (registers the config schema)
+from meshseg.config import checked_config  # also registers the config schema
 from meshseg.nn import model as _registers_keras_classes  # noqa: F401  (for load_model)
 from meshseg.train.run import run
 from meshseg.train.summaries import read_scalars
@@ -47,8 +47,9 @@ def tiny_config(dataset: dict, *overrides: str):
 
 
 def train_tiny(cfg, run_dir) -> RunSummary:
-    """`meshseg.train.run.run` in this process, on one device (the default strategy)."""
-    return run(cfg, str(run_dir), tf.distribute.get_strategy())
+    """`meshseg.train.run.run` of the composed `cfg` (typed and checked as train.py does)
+    in this process, on one device (the default strategy)."""
+    return run(checked_config(cfg), str(run_dir), tf.distribute.get_strategy())
 
 
 def train_command(dataset: dict, run_dir, *overrides: str) -> list:

@@ -107,7 +107,7 @@ def test_second_run_reads_descriptors_from_the_cache(mesh_folder, tmp_path, monk
 
 
 def test_xyz_fourier_columns_are_the_runs_fourier_features_of_xyz(mesh_folder, tmp_path):
-    data = baseline.composed_config(overrides(mesh_folder)).data
+    data = baseline.train_config(overrides(mesh_folder)).data
     pairs = baseline.split_pairs(data)["test"]
     inputs, _ = baseline.split_arrays(*pairs, ["xyz", "xyz_fourier"], data, tmp_path / "cache")
     assert inputs[0].shape == (162, 3 + 36)
@@ -118,8 +118,8 @@ def test_xyz_fourier_columns_are_the_runs_fourier_features_of_xyz(mesh_folder, t
 def test_under_frame_pca_xyz_and_normals_are_the_runs_principal_frame_ones(mesh_folder,
                                                                              tmp_path):
     cache = tmp_path / "cache"
-    plain_data = baseline.composed_config(overrides(mesh_folder)).data
-    data = baseline.composed_config(overrides(mesh_folder) + ["data.frame=pca"]).data
+    plain_data = baseline.train_config(overrides(mesh_folder)).data
+    data = baseline.train_config(overrides(mesh_folder) + ["data.frame=pca"]).data
     pairs = baseline.split_pairs(data)["test"]
     plain, _ = baseline.split_arrays(*pairs, ["xyz", "normals"], plain_data, cache)
     turned, _ = baseline.split_arrays(*pairs, ["xyz", "normals"], data, cache)

@@ -69,7 +69,7 @@ def test_variants_are_named_by_what_sets_them_apart():
     (["--precision", "float32,float32"], "B must differ from A"),
     (["--precision", "float32,mixed_bfloat16,mixed_float16"], "one or two values"),
     (["--precision", "float32,bfloat16"], "unknown bfloat16"),
-    (["--model", "demo", "--overrides_b", "model.output_level=1"], "only model=feastnet_unet"),
+    (["--model", "demo", "--overrides_b", "model.output_level=1"], "only a multi-scale network"),
 ])
 def test_a_comparison_of_other_than_two_variants_is_a_usage_error(options, message, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -360,19 +360,6 @@ def test_outputs_of_an_earlier_call_are_replaced_only_with_overwrite(trained_run
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["part.ply", "part.txt"]
 
 
-def test_a_run_stored_before_center_and_scale_is_read_with_their_equivalents(trained_run,
-                                                                          tmp_path):
-    import shutil
-
-    old = tmp_path / "old_run"
-    shutil.copytree(trained_run, old)
-    stored = (old / "run_config.yaml").read_text()
-    assert "  center: mean\n" in stored and "  scale: none\n" in stored
-    (old / "run_config.yaml").write_text(stored.replace("  center: mean\n", "  mean_center: true\n")
-                                         .replace("  scale: none\n", "  unit_scale: false\n"))
-    assert input_settings(str(old)).inputs == MeshInputs(center="mean", scale="none")
-
-
 def test_a_run_stored_before_fourier_octaves_reads_the_six_it_was_trained_with(trained_run,
                                                                              tmp_path):
     import shutil

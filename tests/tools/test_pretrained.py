@@ -130,21 +130,20 @@ def test_the_readmes_pretrained_command_runs_as_written(tmp_path):
 def test_a_shipped_models_command_still_composes_its_run_config(name):
     """results.json's "command" is what a user runs to reproduce the model: composed with
     today's presets it gives every setting of the shipped run_config.yaml (settings added
-    since take their defaults: `meshseg.train.rundir.differing_settings`, the check a
-    resumed run makes, plus the settings a resumed run may change, such as steps), so a
+    since take their defaults: `meshseg.config.load_run_config`; compared by
+    `meshseg.train.rundir.differing_settings`, the check a resumed run makes, plus the
+    settings a resumed run may change, such as steps), so a
     preset that moves fails here until the command pins what the model was trained with."""
-    from omegaconf import OmegaConf
-
-    from meshseg.config import composed_config
+    from meshseg.config import load_run_config, train_config
     from meshseg.train.rundir import RESUMABLE_CHANGES, differing_settings
 
     shipped = predict.PRETRAINED_DIR / name
     command = json.loads((shipped / pretrained.RESULTS_FILE).read_text())["command"]
     assert command.startswith("python train.py")
-    today = composed_config(shlex.split(command)[2:])
-    trained = OmegaConf.structured(predict.load_run_config(str(shipped)))
+    today = train_config(shlex.split(command)[2:])
+    trained = load_run_config(str(shipped))
     moved = differing_settings(trained, today) + [
-        key for key in RESUMABLE_CHANGES if today.get(key) != trained.get(key)]
+        key for key in RESUMABLE_CHANGES if getattr(today, key) != getattr(trained, key)]
     assert not moved, f"{name}: {command} composes other settings: {moved}"
 
 

@@ -66,11 +66,12 @@ from meshseg.train.step import TrainStep
 data = DataConfig(name="t", source="tfrecords", num_classes=6, train_files=sys.argv[1],
                   test_files=sys.argv[1], batch_size=2, overlap="warn")
 _, batches, _ = build_datasets(data, seed=0, jit=False)
-model_settings = ModelConfig(num_weight_matrices=4, input_channels=8, conv_channels=[8, 8],
+model_settings = ModelConfig(name="demo", num_weight_matrices=4, input_channels=8, conv_channels=[8, 8],
                              hidden_channels=16, translation_invariant=False)
 with strategy.scope():
     model = build_model(6, "gather_matmul", model_settings, "float32", False)
-    settings = OptimizerConfig(learning_rate=1e-2, decay_steps=1000, decay_rate=0.95,
+    settings = OptimizerConfig(name="adam", schedule="exponential", weight_decay=0.0,
+                               learning_rate=1e-2, decay_steps=1000, decay_rate=0.95,
                                beta_1=0.9, epsilon=1e-7)
     optimizer = build_optimizer(model, settings, "float32", 1000)
 step = TrainStep(model, optimizer, False, strategy)

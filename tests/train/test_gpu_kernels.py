@@ -36,7 +36,8 @@ def tiny_step(network: str, impl: str, precision: str, jit: bool):
     settings, levels = NETWORKS[network]
     model = build_network(4, impl, settings, input_width=3, xla=jit, precision=precision)
     model.build_from_config({})
-    optimizer = build_optimizer(model, OptimizerConfig(learning_rate=1e-3), precision, 10)
+    optimizer = build_optimizer(model, OptimizerConfig(name="adam", learning_rate=1e-3,
+                                                schedule="exponential", weight_decay=0.0), precision, 10)
     step = TrainStep(model, optimizer, jit, tf.distribute.get_strategy())
     return step, one_triangle(3, levels), tf.zeros([1, 3], tf.int32)
 

@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from helpers.runs import scalars, tiny_config, train_tiny
+from meshseg.config import checked_config
 from meshseg.batch import table_from_edges
 from meshseg.nn.layers import FeatureSteeredConvolution
 from meshseg.nn.ops import IMPLEMENTATIONS, NEIGHBOR_TABLE_IMPLS
@@ -167,7 +168,8 @@ def test_with_a_gpu_the_run_log_gives_the_gpus_precision_and_says_threads_are_th
 
     monkeypatch.setattr(run, "visible_gpus", lambda: (Gpu("Tesla T4", (7, 5)),))
     caplog.set_level(logging.INFO, logger="meshseg.train.run")
-    config = run.typed_config(tiny_config(tiny_dataset, "precision=auto", "threads=2"))
+    config = run.typed_config(checked_config(tiny_config(tiny_dataset, "precision=auto",
+                                                           "threads=2")))
     assert config.precision == "mixed_float16"
     assert "precision mixed_float16 (Tesla T4 has compute capability 7.5 (7.x))" in caplog.messages
     assert ("threads=2, inter_op_threads=0 size TensorFlow's CPU thread pools only: the "

@@ -6,10 +6,9 @@ import sys
 
 import pytest
 import tensorflow as tf
-from omegaconf import OmegaConf
 
 from helpers.runs import PROJECT, scalars, tiny_config, train_tiny
-from meshseg.config import composed_config
+from meshseg.config import checked_config, composed_config, save_run_config
 from meshseg.errors import ConfigError
 from meshseg.tools.profile_summary import (CATEGORIES, format_report, newest_profile,
                                            op_times, step_times, summarize)
@@ -122,10 +121,7 @@ def test_train_py_reports_a_bad_profile_steps_in_one_line(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-def test_a_run_resumes_with_profiling_switched_on_and_so_do_runs_recorded_before_it(
-        tiny_dataset, tmp_path):
-    recorded = OmegaConf.to_container(tiny_config(tiny_dataset), resolve=True)
-    del recorded["profile"], recorded["profile_steps"]  # a run_config.yaml of before
-    OmegaConf.save(OmegaConf.create(recorded), tmp_path / RUN_CONFIG)
+def test_a_run_resumes_with_profiling_switched_on(tiny_dataset, tmp_path):
+    save_run_config(checked_config(tiny_config(tiny_dataset)), str(tmp_path / RUN_CONFIG))
     resumed = tiny_config(tiny_dataset, "profile=true", "profile_steps=[4,6]")
-    assert check_run_dir(str(tmp_path), resumed)
+    assert check_run_dir(str(tmp_path), checked_config(resumed))

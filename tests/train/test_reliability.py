@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from hydra.errors import ConfigCompositionException
-from omegaconf import OmegaConf
 
 from helpers.filesystems import fill, tmpfs
 from helpers.meshes import write_sphere_folder
@@ -21,7 +20,6 @@ from helpers.runs import (PROJECT, final_weights, scalars, tiny_config, train_co
                           train_py, train_tiny)
 from meshseg.config import INTEGER_RANGES, check_overrides, schema_keys
 from meshseg.errors import ConfigError, DataError, NonFiniteError, OutputError, RunDirError
-from meshseg.train.rundir import RUN_CONFIG, check_run_dir
 from meshseg.train.summary import RunSummary
 
 
@@ -106,16 +104,6 @@ def test_a_directory_with_foreign_outputs_is_refused_untouched(tiny_dataset, tmp
     with pytest.raises(RunDirError, match="already holds outputs"):
         train_tiny(tiny_config(tiny_dataset), str(tmp_path))
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["events.out.tfevents.0", "train"]
-
-
-def test_a_run_recorded_before_a_setting_existed_resumes_at_its_default_only(tiny_dataset,
-                                                                            tmp_path):
-    recorded = OmegaConf.to_container(tiny_config(tiny_dataset), resolve=True)
-    del recorded["data"]["max_padding"], recorded["data"]["max_buckets"]  # added later
-    OmegaConf.save(OmegaConf.create(recorded), tmp_path / RUN_CONFIG)
-    assert check_run_dir(str(tmp_path), tiny_config(tiny_dataset))
-    with pytest.raises(RunDirError, match=r"different settings \(data.max_padding\)"):
-        check_run_dir(str(tmp_path), tiny_config(tiny_dataset, "data.max_padding=0.2"))
 
 
 @pytest.mark.parametrize("override, message", [

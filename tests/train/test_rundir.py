@@ -11,6 +11,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from meshseg.config import checked_config
 from helpers.runs import CONFIG_DIR, PROJECT, communicate_all, default_dir_train_command
 from meshseg.errors import RunDirError
 from meshseg.train.rundir import RunDirCheck, claim_run_dir, claim_sweep_dir, new_run_dir
@@ -84,14 +85,14 @@ def test_a_given_run_dir_is_never_renamed(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = hydra_config("seed=0", f"hydra.run.dir={tmp_path / 'run'}")
     assert launch(copy.deepcopy(config)) == str(tmp_path / "run")  # a new run
-    claim_run_dir(str(tmp_path / "run"), hydra_config("seed=0", with_hydra=False))
+    claim_run_dir(str(tmp_path / "run"), checked_config(hydra_config("seed=0", with_hydra=False)))
     assert launch(copy.deepcopy(config)) == str(tmp_path / "run")  # resumes it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
 def test_a_given_run_dir_that_holds_another_run_is_refused(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    claim_run_dir(str(tmp_path / "run"), hydra_config("seed=0", with_hydra=False))
+    claim_run_dir(str(tmp_path / "run"), checked_config(hydra_config("seed=0", with_hydra=False)))
     with pytest.raises(SystemExit) as exit_info:
         launch(hydra_config("seed=1", f"hydra.run.dir={tmp_path / 'run'}"))
     assert exit_info.value.code == 2
@@ -186,7 +187,8 @@ def test_a_given_sweep_dir_is_claimed_once_and_one_that_is_not_empty_is_left_as_
     with pytest.raises(RunDirError, match="hydra.sweep.dir=.*sweep is not empty .*multirun.yaml"):
         claim_sweep_dir(copy.deepcopy(config))
     # the neighbour: a folder that holds a run, not a sweep
-    claim_run_dir(str(tmp_path / "run" / "0_job"), hydra_config("seed=0", with_hydra=False))
+    claim_run_dir(str(tmp_path / "run" / "0_job"),
+                  checked_config(hydra_config("seed=0", with_hydra=False)))
     with pytest.raises(SystemExit) as exit_info:
         RunDirCheck().on_multirun_start(
             config=hydra_config("seed=0", f"hydra.sweep.dir={tmp_path / 'run'}"))

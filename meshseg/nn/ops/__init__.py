@@ -1,6 +1,7 @@
 """Feature-steered convolution implementations, all with tensorflow-graphics' signature.
 
-Every entry of `IMPLEMENTATIONS` is called as
+The implementations are those of the registry, `meshseg.registry.IMPLEMENTATIONS` (the one
+list; what each entry declares: `meshseg.registry.Implementation`). Every one is called as
 `op(data, neighbors, sizes, var_u, var_v, var_c, var_w, var_b, xla=False)` with the
 shapes of `tensorflow_graphics.geometry.convolution.graph_convolution.feature_steered_convolution`
 and returns the same values; `xla=True` selects a formulation that compiles under
@@ -9,36 +10,57 @@ and returns the same values; `xla=True` selects a formulation that compiles unde
 width a SparseTensor needs under XLA).
 """
 
-from typing import Callable, Dict
+from typing import Callable, Iterator, Mapping
 
-from meshseg.nn.ops.block_sparse import block_sparse
-from meshseg.nn.ops.gather_matmul import gather_matmul
-from meshseg.nn.ops.gather_sum import gather_sum
-from meshseg.nn.ops.sparse_matmul import sparse_matmul
+from meshseg import registry
 
-IMPLEMENTATIONS: Dict[str, Callable] = {
-    "gather_sum": gather_sum,
-    "sparse_matmul": sparse_matmul,
-    "block_sparse": block_sparse,
-    "gather_matmul": gather_matmul,
-}
 
+class _Implementations(Mapping):
+    """{name: op} of the registry's implementations, each imported on first use."""
+
+    def __getitem__(self, name: str) -> Callable:
+        return registry.load(registry.IMPLEMENTATIONS[name].op)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(registry.IMPLEMENTATIONS)
+
+    def __len__(self) -> int:
+        return len(registry.IMPLEMENTATIONS)
+
+
+class _Flagged(Mapping):
+    """The names of the registry's implementations whose `flag` is set (a set-like view)."""
+
+    def __init__(self, flag: str):
+        self._flag = flag
+
+    def _names(self) -> list:
+        return [name for name, entry in registry.IMPLEMENTATIONS.items()
+                if getattr(entry, self._flag)]
+
+    def __getitem__(self, name: str) -> bool:
+        if name not in self._names():
+            raise KeyError(name)
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+IMPLEMENTATIONS: Mapping[str, Callable] = _Implementations()
 # Implementations that also accept a `NeighborTable` and take `max_degree`.
-NEIGHBOR_TABLE_IMPLS = frozenset({"gather_matmul"})
-
+NEIGHBOR_TABLE_IMPLS = _Flagged("neighbor_table")
 # Implementations computed in float32 under a mixed-precision policy (the library op, and
 # the sparse-matmul kernels, whose softmax normalisation is spread over several ops).
-FLOAT32_IMPLS = frozenset({"gather_sum", "sparse_matmul", "block_sparse"})
+FLOAT32_IMPLS = _Flagged("float32")
 
-# How each implementation runs under XLA, for the run log.
-XLA_FORMULATION = {
-    "gather_sum": "library op on inputs flattened to 2-D (its batch flattening uses SparseReshape)",
-    "sparse_matmul": "gather + unsorted_segment_sum instead of SparseTensorDenseMatMul",
-    "block_sparse": "gather + unsorted_segment_sum instead of SparseTensorDenseMatMul",
-    "gather_matmul": "the same ops (all have XLA kernels), with a static neighbour-table width; "
-                     "the per-vertex [W, K] x [K, C] products as a product summed over K, and "
-                     "the backward's reverse-slot sums as gather + sum, which XLA fuses",
-}
+
+def xla_formulation(name: str) -> str:
+    """How implementation `name` runs under XLA, for the run log."""
+    return registry.IMPLEMENTATIONS[name].xla_formulation
 
 
 def get_implementation(name: str) -> Callable:

@@ -69,7 +69,7 @@ from pathlib import Path
 import numpy as np
 
 from meshseg.cli import at_least, command, distinct_from_inputs, output_dir
-from meshseg.config import composed_config, data_root
+from meshseg.config import data_root, train_config
 from meshseg.console import shell_command, start_tensorflow_quietly
 from meshseg.data.prepare import mesh_folder
 from meshseg.data.prepare import split_pairs as prepare_split_pairs
@@ -80,184 +80,10 @@ from meshseg.data.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 from meshseg.outputs import write_atomically, write_json, write_text
 
-FEATURES = DESCRIPTORS + ("xyz_fourier",)
-CLASSIFIERS = ("hist_gradient_boosting", "mlp", "nearest_mesh")
-SPLITS = ("train", "test")
-SCORED_SPLITS = ("auto", "validation", "test")
-
-
-def scored_split(data, split: str) -> str:
-    """"validation" or "test": the split `--split` (`SCORED_SPLITS`) scores for the composed
-    `data` config; "auto" is the validation split when `data.validation_meshes` holds one
-    out, as a choosing run scores (`eval.test=auto`), else the test split.
-
-    Raises:
-      ConfigError: for "validation" without `data.validation_meshes`.
-    """
-    if split == "validation" and not data.validation_meshes:
-        raise ConfigError("--split validation: the config holds out no validation split; "
-                          "add data.validation_meshes=N")
-    if split == "auto":
-        return "validation" if data.validation_meshes else "test"
-    return split
-
-
-def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
-    """{split: (mesh paths, label paths)} of the composed `data` config's mesh folder,
-    resolved by the converter's own `meshseg.data.prepare.split_pairs` (its split files;
-    with `data.validation_meshes`, the training split without the validation meshes, so
-    the baseline learns from the network's training meshes, and the "validation" split).
-
-    Raises:
-      ConfigError: if `data.source` is not `mesh_folder`, `data.root` is not a folder, or
-        a split lists no mesh.
-      DataError: if a split file, a mesh or its label file is missing.
-    """
-    if data.source != "mesh_folder":
-        raise ConfigError(f"data.source={data.source}: the baseline reads mesh files; choose "
-                          "a data config with source mesh_folder")
-    root = data_root(data)
-    pairs = prepare_split_pairs(mesh_folder(data))
-    for split in SPLITS:
-        if not pairs[split][0]:
-            raise ConfigError(f"{root / getattr(data, f'{split}_split')} lists no mesh")
-    return pairs
-
-
-def mesh_descriptors(mesh_path: Path, cache_dir: Path | None, frame: str = "none"
-                     ) -> dict[str, np.ndarray]:
-    """{"xyz", "hks", "normals"} of one mesh file (`meshseg.data.descriptor_cache`), read
-    from `cache_dir` when computed before (by the baseline or the converter); with `frame`
-    "pca" (`data.frame`), xyz and normals turned into the mesh's principal frame.
-
-    Raises:
-      DataError: naming the file, if the mesh is unreadable or invalid.
-    """
-    try:
-        geometry = load_geometry(mesh_path)
-        descriptors = cached_descriptors(geometry.vertices, geometry.triangles,
-                                         file_sha256(mesh_path), cache_dir)
-    except (InvalidMeshError, ValueError) as error:
-        raise DataError(f"{mesh_path}: {error}") from error
-    if frame == "pca":
-        descriptors = in_principal_frame(descriptors, geometry.triangles)
-    return descriptors
-
-
-def in_principal_frame(descriptors: dict[str, np.ndarray], triangles: np.ndarray
-                       ) -> dict[str, np.ndarray]:
-    """`descriptors` with xyz and normals (float32 [V, 3]) turned into the principal frame
-    of the mesh (int [T, 3] `triangles`), by the function a run uses
-    (`meshseg.data.principal_frame.to_principal_frame`)."""
-    start_tensorflow_quietly()
-    import tensorflow as tf
-
-    from meshseg.data.principal_frame import to_principal_frame, vertex_areas
-    xyz = tf.constant(descriptors["xyz"], tf.float32)
-    areas = vertex_areas(xyz, tf.constant(triangles, tf.int32))
-    turned, normals = to_principal_frame(xyz, areas, tf.constant(descriptors["normals"],
-                                                                 tf.float32))
-    return {**descriptors, "xyz": turned.numpy(), "normals": normals.numpy()}
-
-
-def fourier_features_np(xyz: np.ndarray, octaves: int) -> np.ndarray:
-    """float32 [V, 6 * octaves] `meshseg.data.positional.fourier_features` of float32
-    [V, 3] xyz."""
-    start_tensorflow_quietly()
-    from meshseg.data.positional import fourier_features
-    return fourier_features(xyz, octaves).numpy()
-
-
-def split_arrays(mesh_paths: list[Path], label_paths: list[Path], features: list[str],
-                 data, cache_dir: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per mesh: the feature matrix float32 [V, C] (the `features` side by side, in order)
-    and the classes int64 [V] (label file + `data.label_offset`).
-
-    Raises:
-      DataError: naming the file, for an invalid mesh or label file, or labels that do
-        not fit the mesh or lie outside [0, data.num_classes).
-    """
-    inputs, classes = [], []
-    for mesh_path, label_path in zip(mesh_paths, label_paths):
-        descriptors = mesh_descriptors(mesh_path, cache_dir, data.frame)
-        try:
-            labels = load_label_file(label_path) + data.label_offset
-            validate_labels(labels, len(descriptors["xyz"]), data.num_classes)
-        except InvalidMeshError as error:
-            raise DataError(f"{label_path}: {error}") from error
-        if "xyz_fourier" in features:
-            fourier = fourier_features_np(descriptors["xyz"], data.fourier_octaves)
-            descriptors = {**descriptors, "xyz_fourier": fourier}
-        inputs.append(np.concatenate([descriptors[name] for name in features], axis=1))
-        classes.append(labels)
-    return inputs, classes
-
-
-def build_classifier(name: str, max_iter: int, seed: int):
-    """An unfitted scikit-learn classifier: `hist_gradient_boosting` (max_iter boosting
-    rounds, early stopping on 10% of the training vertices) or `mlp` (two hidden layers of
-    256, Adam, standardised inputs, max_iter epochs with early stopping)."""
-    if name == "hist_gradient_boosting":
-        from sklearn.ensemble import HistGradientBoostingClassifier
-        return HistGradientBoostingClassifier(max_iter=max_iter, random_state=seed)
-    from sklearn.neural_network import MLPClassifier
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-    return make_pipeline(StandardScaler(), MLPClassifier(
-        hidden_layer_sizes=(256, 256), max_iter=max_iter,
-        early_stopping=True, random_state=seed))
-
-
-class NearestMeshTransfer:
-    """Label transfer from the nearest training meshes: no learning, a test of how much a
-    split's test meshes repeat its training meshes.
-
-    `fit` keeps a k-d tree (`scipy.spatial.cKDTree`) of each training mesh's per-vertex
-    features; `predict` scores every training mesh by the median distance from up to
-    `probe` seeded test vertices to their nearest vertex of that mesh, and gives each test
-    vertex the class of its nearest vertex in the best mesh. With xyz features (centred
-    at the area-weighted centroid, unit area) that is the nearest-vertex label transfer
-    from the training mesh that lies closest in the same coordinate frame. With
-    `meshes` k > 1 each test vertex takes the majority of the classes transferred from
-    the k best meshes (a tie goes to the class of the best mesh among those tied): the
-    consensus of the near-copies rather than one of them. After `predict`,
-    `last_distance` is that test mesh's distance to its nearest training mesh (the median
-    probe distance, in the features' units).
-    """
-
-    def __init__(self, probe: int = 1000, seed: int = 0, meshes: int = 1):
-        self.probe = probe
-        self.seed = seed
-        self.num_meshes = meshes
-        self.meshes = []
-        self.last_distance = None  # the last `predict`'s distance to its nearest mesh
-
-    def fit(self, inputs: list[np.ndarray], classes: list[np.ndarray]) -> None:
-        """inputs: float [V_i, C] per training mesh; classes: int [V_i] per training mesh."""
-        from scipy.spatial import cKDTree
-        self.meshes = [(cKDTree(mesh_inputs), mesh_classes)
-                       for mesh_inputs, mesh_classes in zip(inputs, classes)]
-
-    def predict(self, mesh_inputs: np.ndarray) -> np.ndarray:
-        """int [V] classes of one test mesh's vertices, from float [V, C] features."""
-        rng = np.random.default_rng(self.seed)
-        probe = mesh_inputs[rng.choice(len(mesh_inputs), min(self.probe, len(mesh_inputs)),
-                                       replace=False)]
-        distances = [float(np.median(tree.query(probe)[0])) for tree, _ in self.meshes]
-        self.last_distance = min(distances)
-        transferred = []  # [V] classes from each of the best meshes, the best first
-        for index in np.argsort(distances, kind="stable")[:self.num_meshes]:
-            tree, mesh_classes = self.meshes[index]
-            transferred.append(mesh_classes[tree.query(mesh_inputs)[1]])
-        if len(transferred) == 1:
-            return transferred[0]
-        votes = np.zeros([len(mesh_inputs), int(max(map(np.max, transferred))) + 1])
-        vertices = np.arange(len(mesh_inputs))
-        for rank, mesh_classes in enumerate(transferred):
-            # one vote each (one class per vertex and mesh: no index repeats); a nearer
-            # mesh's weighs a hair more, so it wins a tie
-            votes[vertices, mesh_classes] += 1.0 + 1e-3 * (len(transferred) - rank)
-        return votes.argmax(axis=1)
+from meshseg.tools.baseline.classifiers import *  # noqa: F401,F403
+from meshseg.tools.baseline.features import *  # noqa: F401,F403
+from meshseg.tools.baseline.features import (  # noqa: F401
+    CLASSIFIERS, FEATURES, SCORED_SPLITS, SPLITS, scored_split)
 
 
 def run_baseline(overrides: list[str], features: list[str], classifier: str,
@@ -286,7 +112,7 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
     if classifier != "nearest_mesh" and meshes != 1:
         raise ConfigError(f"--meshes {meshes}: only nearest_mesh votes over training meshes")
     started = time.perf_counter()
-    data = composed_config(overrides).data
+    data = train_config(overrides).data
     cache_dir = cache_dir or (Path(data.descriptor_cache) if data.descriptor_cache else None)
     scored = scored_split(data, split)
     pairs = split_pairs(data)
@@ -461,7 +287,3 @@ def main(argv=None) -> None:
         result["novel"] = novel
     if args.out:
         write_json(args.out, result, indent=2)
-
-
-if __name__ == "__main__":
-    main()

@@ -1,0 +1,152 @@
+"""A trained run's inputs and model, and the model's per-vertex predictions of a mesh
+built exactly as the pipeline builds its inputs (`meshseg.tools.predict`)."""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
+
+import numpy as np
+import trimesh
+
+from meshseg.cli import command, distinct_from_inputs, existing_dir, existing_file, output_dir
+from meshseg.config import data_root, load_run_config
+from meshseg.console import start_tensorflow_quietly
+from meshseg.data.derived import derive
+from meshseg.data.foreign import check_keras_archive
+from meshseg.data.inputs import MeshInputs
+from meshseg.data.meshfiles import load_geometry, load_label_file
+from meshseg.data.pose import ambiguity, principal_pose
+from meshseg.data.validate import InvalidMeshError, validate_labels
+from meshseg.errors import ConfigError, DataError
+from meshseg.outputs import write_atomically
+from meshseg.train.rundir import MODEL_FILE
+from meshseg.train.summary import RunSummary
+
+
+if TYPE_CHECKING:
+    import keras
+
+    import tensorflow as tf
+
+
+@dataclass(frozen=True)
+class InputSettings:
+    """What a run's inputs need: classes K, the features, levels and normalisation
+    (`meshseg.data.inputs.MeshInputs`), the hierarchy's coarsening, its test split's
+    shards, the offset its label files were read with (class = label + offset), and
+    whether it skipped bad records (`data.skip_bad_records`)."""
+
+    num_classes: int
+    inputs: MeshInputs
+    coarsening: float
+    test_files: List[str]
+    label_offset: int = 0
+    skip_bad_records: bool = False
+
+
+def input_settings(run_dir: str) -> InputSettings:
+    """The `InputSettings` of a run, from its stored settings (`load_run_config`) and
+    summary (`meshseg.train.summary.RunSummary`).
+
+    Raises:
+      ConfigError: if `run_dir` holds no finished run (no run_config.yaml or summary.json).
+    """
+    config, summary = load_run_config(run_dir), RunSummary.load(run_dir)
+    if config is None or summary is None:
+        raise ConfigError(f"{run_dir} holds no finished meshseg run (run_config.yaml and "
+                          "summary.json are needed); give a run directory train.py wrote")
+    return InputSettings(config.data.num_classes, MeshInputs.of(config.data),
+                         config.data.coarsening, summary.test_files,
+                         config.data.label_offset, config.data.skip_bad_records)
+
+
+def run_label_offset(settings: InputSettings, requested: Optional[int]) -> int:
+    """The label offset predict uses: the run's (`settings.label_offset`).
+
+    Raises:
+      ConfigError: if `requested` (a `--label-offset`) is given and differs from it.
+    """
+    if requested is not None and requested != settings.label_offset:
+        raise ConfigError(f"--label-offset {requested} differs from the run's "
+                          f"data.label_offset {settings.label_offset}: the model's classes are "
+                          f"labels + {settings.label_offset}; leave --label-offset out")
+    return settings.label_offset
+
+
+def load_model(run_dir: str) -> keras.Model:
+    """The trained `MeshSegmentationNet` of `<run_dir>/model.keras`.
+
+    Raises:
+      DataError: naming the file as damaged if it is not a whole Keras archive
+        (`meshseg.data.foreign.check_keras_archive`).
+    """
+    import keras
+
+    from meshseg.nn import model as _registers_keras_classes  # noqa: F401  (for load_model)
+
+    path = os.path.join(run_dir, MODEL_FILE)
+    check_keras_archive(path)
+    return keras.models.load_model(path, compile=False)
+
+
+def mesh_inputs(vertices: np.ndarray, triangles: np.ndarray,
+                settings: InputSettings) -> Dict[str, tf.Tensor]:
+    """The model inputs of one mesh, a batch of one, as the pipeline builds them.
+
+    Args:
+      vertices: float [V, 3] vertex positions (cast to float32 first, as the records
+        store them).
+      triangles: int [T, 3] vertex indices.
+      settings: the run's input settings.
+
+    Returns:
+      the batch contract's features (`meshseg.batch`) with a batch axis of 1.
+
+    Raises:
+      ValueError: if a triangle references a vertex outside [0, V), or the run's features
+        are undefined for the mesh (e.g. the HKS of a mesh of zero area).
+    """
+    import tensorflow as tf
+
+    from meshseg.batch import as_batch
+    from meshseg.data.adjacency import mesh_edges
+    from meshseg.data.pipeline import model_inputs, with_adjacency
+
+    inputs = settings.inputs
+    vertices = np.asarray(vertices, np.float32)
+    triangles = np.asarray(triangles, np.int32)
+    edges, edge_weights = mesh_edges(triangles, len(vertices))
+    derived = derive(vertices, triangles, inputs.stored, inputs.levels, settings.coarsening,
+                     frame=inputs.frame)
+    mesh = {"vertices": tf.constant(derived.vertices), "triangles": tf.constant(triangles),
+            "edges": edges, "edge_weights": edge_weights, **derived.features,
+            "levels": [{"num_vertices": level.num_vertices, "edges": level.edges,
+                        "edge_weights": level.edge_weights, "parents": level.parents}
+                       for level in derived.levels]}
+    features, _ = with_adjacency(mesh, inputs)
+    return as_batch(model_inputs(features, inputs))
+
+
+def predict_labels(model: keras.Model, vertices: np.ndarray, triangles: np.ndarray,
+                   settings: InputSettings) -> np.ndarray:
+    """int32 [V] predicted class of every vertex of one mesh (argmax of the logits)."""
+    logits = model(mesh_inputs(vertices, triangles, settings), training=False)
+    return np.argmax(np.asarray(logits)[0], axis=-1).astype(np.int32)
+
+
+def read_meshes(files: List[str]) -> Iterator[Dict[str, np.ndarray]]:
+    """Yields the meshes of TFRecord shards in file order: vertices float32 [V, 3],
+    triangles int32 [T, 3], labels int32 [V]."""
+    from meshseg.data.reader import good_records
+    from meshseg.data.records import parse_mesh_record
+
+    for path in files:
+        for _, serialized in good_records(path):
+            mesh = parse_mesh_record(serialized, source=path)
+            yield {key: mesh[key].numpy() for key in ("vertices", "triangles", "labels")}
