@@ -13,7 +13,7 @@ data set's splits.
 The overrides are composed into the `train` config exactly as `train.py` composes them, so
 the baseline reads the same mesh folder, label files (`data.labels`, `data.label_offset`,
 `data.num_classes`) and `train.txt` / `test.txt` splits as the run (`data.source` must be
-`mesh_folder`). Each vertex gets the `--features` of its mesh (`meshseg.data.descriptors`):
+`mesh_folder`). Each vertex gets the `--features` of its mesh (`meshseg.data.features.descriptors`):
 
 - `xyz`: the position centred at the mesh's area-weighted centroid, the mesh scaled to
   unit area (3 channels; not `data.center` / `data.scale`), in the mesh's principal
@@ -22,12 +22,12 @@ the baseline reads the same mesh folder, label files (`data.labels`, `data.label
   of the robust Laplacian, each channel as log minus its area-weighted mean (16 channels);
 - `normals`: the area-weighted unit vertex normal (3 channels);
 - `xyz_fourier`: sin and cos of that `xyz` at `data.fourier_octaves` octave frequencies,
-  by the function a run uses (`meshseg.data.positional`; 6 channels per octave; a run
+  by the function a run uses (`meshseg.data.pipeline.positional`; 6 channels per octave; a run
   encodes its own `data.center` / `data.scale` positions, the same as these in the
   presets of `experiment=rna`).
 
 Descriptors are cached per mesh in `--cache-dir` (default: `data.descriptor_cache`;
-`meshseg.data.descriptor_cache`, shared with the converter), so a second run, or a
+`meshseg.data.features.descriptor_cache`, shared with the converter), so a second run, or a
 conversion of the same meshes with `data.features` hks, reads them back. A
 classifier (`--classifier`: scikit-learn's HistGradientBoostingClassifier, or an
 MLPClassifier on standardised features where trees are too slow for hundreds of classes)
@@ -65,12 +65,12 @@ import numpy as np
 from meshseg.cli import at_least, command, distinct_from_inputs, output_dir
 from meshseg.config import composed_config, data_root
 from meshseg.console import shell_command, start_tensorflow_quietly
-from meshseg.data.prepare import mesh_folder
-from meshseg.data.prepare import split_pairs as prepare_split_pairs
-from meshseg.data.descriptor_cache import DESCRIPTORS
-from meshseg.data.descriptor_cache import mesh_descriptors as cached_descriptors
-from meshseg.data.meshfiles import file_sha256, load_geometry, load_label_file
-from meshseg.data.validate import InvalidMeshError, validate_labels
+from meshseg.data.records.prepare import mesh_folder
+from meshseg.data.records.prepare import split_pairs as prepare_split_pairs
+from meshseg.data.features.descriptor_cache import DESCRIPTORS
+from meshseg.data.features.descriptor_cache import mesh_descriptors as cached_descriptors
+from meshseg.data.mesh.meshfiles import file_sha256, load_geometry, load_label_file
+from meshseg.data.mesh.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 from meshseg.outputs import write_atomically, write_json
 
@@ -81,7 +81,7 @@ SPLITS = ("train", "test")
 
 def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
     """{split: (mesh paths, label paths)} of the composed `data` config's mesh folder,
-    resolved by the converter's own `meshseg.data.prepare.split_pairs` (its split files;
+    resolved by the converter's own `meshseg.data.records.prepare.split_pairs` (its split files;
     with `data.validation_meshes`, the training split without the validation meshes, so
     the baseline learns from the network's training meshes).
 
@@ -103,7 +103,7 @@ def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
 
 def mesh_descriptors(mesh_path: Path, cache_dir: Path | None, frame: str = "none"
                      ) -> dict[str, np.ndarray]:
-    """{"xyz", "hks", "normals"} of one mesh file (`meshseg.data.descriptor_cache`), read
+    """{"xyz", "hks", "normals"} of one mesh file (`meshseg.data.features.descriptor_cache`), read
     from `cache_dir` when computed before (by the baseline or the converter); with `frame`
     "pca" (`data.frame`), xyz and normals turned into the mesh's principal frame.
 
@@ -125,11 +125,11 @@ def in_principal_frame(descriptors: dict[str, np.ndarray], triangles: np.ndarray
                        ) -> dict[str, np.ndarray]:
     """`descriptors` with xyz and normals (float32 [V, 3]) turned into the principal frame
     of the mesh (int [T, 3] `triangles`), by the function a run uses
-    (`meshseg.data.principal_frame.to_principal_frame`)."""
+    (`meshseg.data.pipeline.principal_frame.to_principal_frame`)."""
     start_tensorflow_quietly()
     import tensorflow as tf
 
-    from meshseg.data.principal_frame import to_principal_frame, vertex_areas
+    from meshseg.data.pipeline.principal_frame import to_principal_frame, vertex_areas
     xyz = tf.constant(descriptors["xyz"], tf.float32)
     areas = vertex_areas(xyz, tf.constant(triangles, tf.int32))
     turned, normals = to_principal_frame(xyz, areas, tf.constant(descriptors["normals"],
@@ -138,10 +138,10 @@ def in_principal_frame(descriptors: dict[str, np.ndarray], triangles: np.ndarray
 
 
 def fourier_features_np(xyz: np.ndarray, octaves: int) -> np.ndarray:
-    """float32 [V, 6 * octaves] `meshseg.data.positional.fourier_features` of float32
+    """float32 [V, 6 * octaves] `meshseg.data.pipeline.positional.fourier_features` of float32
     [V, 3] xyz."""
     start_tensorflow_quietly()
-    from meshseg.data.positional import fourier_features
+    from meshseg.data.pipeline.positional import fourier_features
     return fourier_features(xyz, octaves).numpy()
 
 

@@ -41,7 +41,7 @@ def icosphere_batch(num_vertices: int, batch_size: int, num_classes: int, seed: 
     import trimesh
 
     from meshseg.batch import mesh_features
-    from meshseg.data.adjacency import mesh_edges
+    from meshseg.data.mesh.adjacency import mesh_edges
 
     mesh = trimesh.creation.icosphere(subdivisions=ICOSPHERE_SIZES[num_vertices])
     edges, weights = mesh_edges(np.asarray(mesh.faces), num_vertices)
@@ -107,7 +107,7 @@ def unet_batch(overrides: list, batch_size: int, jit: bool):
       features and labels int32 [B, V].
     """
     from meshseg.config import checked_config, composed_config
-    from meshseg.data.sources import build_datasets
+    from meshseg.data.pipeline.sources import build_datasets
 
     config = checked_config(composed_config([*overrides, "model=feastnet_unet",
                                              f"data.batch_size={batch_size}"]))
@@ -123,7 +123,7 @@ def model_and_batch(config: Dict):
     precision, its variables created."""
     import dataclasses
 
-    from meshseg.data.inputs import MeshInputs
+    from meshseg.data.pipeline.inputs import MeshInputs
     from meshseg.nn.networks import build_network
 
     precision = config.get("precision", "float32")

@@ -1,10 +1,10 @@
 """Per-vertex predictions of a trained run on mesh files, and on the run's test split.
 
 Inputs are built exactly as the pipeline builds them: the mesh is loaded and checked as
-the converter loads it (`meshseg.data.meshfiles.load_geometry`); the run's stored features
+the converter loads it (`meshseg.data.mesh.meshfiles.load_geometry`); the run's stored features
 (normals, HKS) and mesh hierarchy (`data.levels`, `data.coarsening`) are derived by the
-converter's own function (`meshseg.data.derived.derive`); and the pipeline's functions
-build the feature dict (`meshseg.data.pipeline`: adjacency, the run's `data.center` /
+converter's own function (`meshseg.data.features.derived.derive`); and the pipeline's functions
+build the feature dict (`meshseg.data.pipeline.dataset`: adjacency, the run's `data.center` /
 `data.scale`, "inputs" in the order of `data.features`). Runs written before `data.center`
 and `data.scale` existed store `data.mean_center` / `data.unit_scale`; they are read as
 center mean / none and scale rms / none (`load_run_config`).
@@ -37,7 +37,7 @@ evaluated on, as it evaluated them: `evaluate_test_split`) and prints the accura
 IoU; `--eval-rotation so3` instead turns, moves and scales each test mesh *file* by a
 seeded motion and predicts it from the turned file through the whole input path
 (`evaluate_test_files`): the figure a user with meshes in other orientations gets.
-Under `data.frame=pca` each mesh is read in its canonical pose (`meshseg.data.pose`); a
+Under `data.frame=pca` each mesh is read in its canonical pose (`meshseg.data.features.pose`); a
 mesh whose frame is ambiguous is named in a warning line.
 
 The command line checks its arguments (the run, the mesh files, the folders) before it
@@ -61,12 +61,12 @@ import trimesh
 from meshseg.cli import command, distinct_from_inputs, existing_dir, existing_file, output_dir
 from meshseg.config import TrainConfig, data_root
 from meshseg.console import start_tensorflow_quietly
-from meshseg.data.derived import derive
-from meshseg.data.foreign import check_keras_archive
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.meshfiles import load_geometry, load_label_file
-from meshseg.data.pose import ambiguity, principal_pose
-from meshseg.data.validate import InvalidMeshError, validate_labels
+from meshseg.data.features.derived import derive
+from meshseg.data.mesh.foreign import check_keras_archive
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.mesh.meshfiles import load_geometry, load_label_file
+from meshseg.data.features.pose import ambiguity, principal_pose
+from meshseg.data.mesh.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 from meshseg.outputs import write_atomically
 from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG
@@ -84,7 +84,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class InputSettings:
     """What a run's inputs need: classes K, the features, levels and normalisation
-    (`meshseg.data.inputs.MeshInputs`), the hierarchy's coarsening, its test split's
+    (`meshseg.data.pipeline.inputs.MeshInputs`), the hierarchy's coarsening, its test split's
     shards, the offset its label files were read with (class = label + offset), and
     whether it skipped bad records (`data.skip_bad_records`)."""
 
@@ -153,7 +153,7 @@ def load_model(run_dir: str) -> keras.Model:
 
     Raises:
       DataError: naming the file as damaged if it is not a whole Keras archive
-        (`meshseg.data.foreign.check_keras_archive`).
+        (`meshseg.data.mesh.foreign.check_keras_archive`).
     """
     import keras
 
@@ -184,8 +184,8 @@ def mesh_inputs(vertices: np.ndarray, triangles: np.ndarray,
     import tensorflow as tf
 
     from meshseg.batch import as_batch
-    from meshseg.data.adjacency import mesh_edges
-    from meshseg.data.pipeline import model_inputs, with_adjacency
+    from meshseg.data.mesh.adjacency import mesh_edges
+    from meshseg.data.pipeline.dataset import model_inputs, with_adjacency
 
     inputs = settings.inputs
     vertices = np.asarray(vertices, np.float32)
@@ -212,8 +212,8 @@ def predict_labels(model: keras.Model, vertices: np.ndarray, triangles: np.ndarr
 def read_meshes(files: List[str]) -> Iterator[Dict[str, np.ndarray]]:
     """Yields the meshes of TFRecord shards in file order: vertices float32 [V, 3],
     triangles int32 [T, 3], labels int32 [V]."""
-    from meshseg.data.reader import good_records
-    from meshseg.data.records import parse_mesh_record
+    from meshseg.data.records.reader import good_records
+    from meshseg.data.records.parse import parse_mesh_record
 
     for path in files:
         for _, serialized in good_records(path):
@@ -238,8 +238,8 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3) -> Dict:
     Raises:
       DataError: naming the shard, if a test shard the run recorded is gone.
     """
-    from meshseg.data.pipeline import make_dataset
-    from meshseg.data.reader import BadRecordLog, check_shard
+    from meshseg.data.pipeline.dataset import make_dataset
+    from meshseg.data.records.reader import BadRecordLog, check_shard
     from meshseg.train.evaluate import confusion_matrix, make_predict_step
     from meshseg.train.metrics import BoundaryAccuracy, mean_iou
 
@@ -270,7 +270,7 @@ def evaluate_test_files(run_dir: str, turn_seed: Optional[int] = 0,
                         split_file: Optional[str] = None) -> Dict:
     """Evaluates a run's model on its test mesh *files*, as a user gives them: each test
     mesh file of the run's mesh folder is (with `turn_seed`) turned by a rotation uniform
-    over SO(3), moved and scaled (`meshseg.data.pose.turned`, drawn from the seed and the
+    over SO(3), moved and scaled (`meshseg.data.features.pose.turned`, drawn from the seed and the
     file's SHA-256) and written as a binary PLY file, then predicted from that file through
     predict's whole input path (`load_geometry`, then `mesh_inputs`: pose, features and
     hierarchy derived from the file). `split_file` (entries relative to the run's
@@ -288,10 +288,10 @@ def evaluate_test_files(run_dir: str, turn_seed: Optional[int] = 0,
     """
     import tempfile
 
-    from meshseg.data.adjacency import mesh_edges
-    from meshseg.data.meshfiles import file_sha256
-    from meshseg.data.pose import turned
-    from meshseg.data.prepare import mesh_folder, split_pairs
+    from meshseg.data.mesh.adjacency import mesh_edges
+    from meshseg.data.mesh.meshfiles import file_sha256
+    from meshseg.data.features.pose import turned
+    from meshseg.data.records.prepare import mesh_folder, split_pairs
     from meshseg.train.metrics import BoundaryAccuracy, mean_iou
 
     config, settings = load_run_config(run_dir), input_settings(run_dir)
@@ -437,7 +437,7 @@ def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
     Before anything is written, `check_inputs_kept` makes sure no output replaces a file
     the call reads (even with `overwrite`), and `check_outputs` that no output replaces
     another (earlier outputs in `out_dir` only with `overwrite`). Each mesh is loaded and checked
-    as the converter loads and checks it (`meshseg.data.meshfiles.load_geometry`, and with
+    as the converter loads and checks it (`meshseg.data.mesh.meshfiles.load_geometry`, and with
     `labels_dir` its label file with `validate_labels`); a mesh that fails is listed in
     `failures` with its reason and the others go on. Written labels are the predicted
     classes minus the run's label offset, i.e. in the label files' convention. With

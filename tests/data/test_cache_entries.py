@@ -1,4 +1,4 @@
-"""Cache entries, read through `meshseg.data.cache_entries` and written through the one write
+"""Cache entries, read through `meshseg.data.features.cache_entries` and written through the one write
 path (`meshseg.outputs.write_atomically`): processes writing one entry at once never let a
 reader see part of it, and a damaged entry is named and read as missing."""
 
@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from meshseg.data.cache_entries import read_entry
+from meshseg.data.features.cache_entries import read_entry
 from meshseg.errors import OutputError
 from meshseg.outputs import write_atomically
 

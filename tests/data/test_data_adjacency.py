@@ -1,12 +1,12 @@
-"""Specification of the 1-ring adjacency with self-edges (meshseg.data.adjacency)."""
+"""Specification of the 1-ring adjacency with self-edges (meshseg.data.mesh.adjacency)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import trimesh
 
-from meshseg.data.adjacency import mesh_edges
-from meshseg.data.pipeline import mesh_edges_tf
+from meshseg.data.mesh.adjacency import mesh_edges
+from meshseg.data.pipeline.dataset import mesh_edges_tf
 
 
 def _brute_force_one_ring(triangles: np.ndarray, num_vertices: int) -> set:

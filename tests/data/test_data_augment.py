@@ -1,13 +1,13 @@
-"""Specification of training-time augmentation (meshseg.data.augment)."""
+"""Specification of training-time augmentation (meshseg.data.pipeline.augment)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from meshseg.config import AugmentConfig
-from meshseg.data.augment import augment_vertices
+from meshseg.data.pipeline.augment import augment_vertices
 from meshseg.errors import ConfigError
-from meshseg.data.pipeline import make_dataset
+from meshseg.data.pipeline.dataset import make_dataset
 
 SEED = tf.constant([3, 4], tf.int64)
 

@@ -1,15 +1,15 @@
-"""Specification of size bucketing for XLA (meshseg.data.buckets)."""
+"""Specification of size bucketing for XLA (meshseg.data.pipeline.buckets)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import trimesh
 
-from meshseg.data.buckets import (auto_boundaries, bucket_shapes, padding_fractions,
+from meshseg.data.pipeline.buckets import (auto_boundaries, bucket_shapes, padding_fractions,
                                   split_outlier_buckets)
 from meshseg.batch import without_mesh_ids
-from meshseg.data.pipeline import make_dataset
-from meshseg.data.records import mesh_to_example
+from meshseg.data.pipeline.dataset import make_dataset
+from meshseg.data.records.schema import mesh_to_example
 
 
 def test_auto_boundaries_are_rounded_quantiles_ending_at_the_maximum():

@@ -1,5 +1,5 @@
 """Specification of mesh conversion (meshseg.data.convert) and the RNA sample
-cache (meshseg.data.prepare)."""
+cache (meshseg.data.records.prepare)."""
 
 import os
 import re
@@ -20,10 +20,11 @@ from helpers.meshes import CUT_MESH_REASONS, ascii_ply_text, write_cut_meshes
 from helpers.records import count_records
 from helpers.runs import CONFIG_DIR, PROJECT
 from meshseg.config import DataConfig
-from meshseg.data.convert import convert_split, main
-from meshseg.data.manifest import manifest_path, read_manifest
-from meshseg.data.records import parse_mesh_record
-from meshseg.data.sources import resolve_files
+from meshseg.data.convert import main
+from meshseg.data.records.convert import convert_split
+from meshseg.data.records.manifest import manifest_path, read_manifest
+from meshseg.data.records.parse import parse_mesh_record
+from meshseg.data.pipeline.sources import resolve_files
 from meshseg.errors import ConfigError, DataError
 
 RNA_SAMPLE = PROJECT / "data" / "rna_sample"

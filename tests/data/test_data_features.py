@@ -12,14 +12,16 @@ import trimesh
 from helpers.records import derived_record
 from meshseg.batch import level_key, padding_values
 from meshseg.config import AugmentConfig
-from meshseg.data.augment import augment_mesh
-from meshseg.data.buckets import bucket_shapes
-from meshseg.data.derived import derive
-from meshseg.data.descriptors import normalized_positions
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.pipeline import make_dataset, normalize_vertices
-from meshseg.data.reader import BadRecordError, check_shard, decode_mesh_record
-from meshseg.data.records import level_field, parse_features, parse_levels, parse_mesh_record
+from meshseg.data.pipeline.augment import augment_mesh
+from meshseg.data.pipeline.buckets import bucket_shapes
+from meshseg.data.features.derived import derive
+from meshseg.data.features.descriptors import normalized_positions
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.pipeline.dataset import make_dataset, normalize_vertices
+from meshseg.data.records.decode import decode_mesh_record
+from meshseg.data.records.parse import parse_features, parse_levels, parse_mesh_record
+from meshseg.data.records.reader import BadRecordError, check_shard
+from meshseg.data.records.schema import level_field
 from meshseg.errors import DataError
 
 FEATURES = ("normals", "hks")
@@ -202,9 +204,9 @@ def write_mesh_folder(source: Path, spheres) -> Path:
 
 def test_changing_features_or_levels_reconverts_the_cache_and_the_manifest_sizes_levels(
         tmp_path, spheres):
-    from meshseg.data.manifest import manifest_sizes
-    from meshseg.data.prepare import STAMP_NAME, MeshFolder, prepare_mesh_folder
-    from meshseg.data.reader import open_shard
+    from meshseg.data.records.manifest import manifest_sizes
+    from meshseg.data.records.prepare import STAMP_NAME, MeshFolder, prepare_mesh_folder
+    from meshseg.data.records.reader import open_shard
 
     source = write_mesh_folder(tmp_path / "source", spheres)
     cache = tmp_path / "cache"
@@ -230,7 +232,7 @@ def test_changing_features_or_levels_reconverts_the_cache_and_the_manifest_sizes
 
 def test_build_datasets_with_hks_and_levels_pads_every_level_to_its_bucket(tmp_path, spheres):
     from meshseg.config import DataConfig
-    from meshseg.data.sources import build_datasets
+    from meshseg.data.pipeline.sources import build_datasets
 
     source = write_mesh_folder(tmp_path / "source", spheres)
     data = DataConfig(source="mesh_folder", root=str(source), meshes="meshes", labels="labels",

@@ -1,4 +1,4 @@
-"""Specification of the frame-by-frame TFRecord reader (meshseg.data.framing): the frames
+"""Specification of the frame-by-frame TFRecord reader (meshseg.data.records.framing): the frames
 of a shard TensorFlow wrote, and each kind of damage costing only what it destroys."""
 
 import struct
@@ -6,7 +6,7 @@ import struct
 import pytest
 import tensorflow as tf
 
-from meshseg.data.framing import FOOTER_BYTES, HEADER_BYTES, frames, masked_crc32c
+from meshseg.data.records.framing import FOOTER_BYTES, HEADER_BYTES, frames, masked_crc32c
 
 RECORDS = [bytes([i]) * (40 + 7 * i) for i in range(5)]
 

@@ -1,4 +1,4 @@
-"""Specification of mesh-file reading and validation (meshseg.data.meshfiles, .validate)."""
+"""Specification of mesh-file reading and validation (meshseg.data.mesh.meshfiles, .validate)."""
 
 import warnings
 
@@ -8,9 +8,9 @@ import trimesh
 
 from helpers.meshes import (CUT_MESH_REASONS, SEAM_OBJ, ascii_ply_text, off_text,
                             write_cut_meshes)
-from meshseg.data.meshfiles import (face_to_vertex_labels, load_geometry, load_label_file,
+from meshseg.data.mesh.meshfiles import (face_to_vertex_labels, load_geometry, load_label_file,
                                     load_labelled_mesh, load_mesh)
-from meshseg.data.validate import (InvalidMeshError, count_suspicious_faces, validate_geometry,
+from meshseg.data.mesh.validate import (InvalidMeshError, count_suspicious_faces, validate_geometry,
                                    validate_labels)
 
 QUAD_OBJ = "v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nf 1 2 3 4\n"

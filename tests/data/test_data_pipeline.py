@@ -1,13 +1,13 @@
-"""Specification of the batched input pipeline (meshseg.data.pipeline)."""
+"""Specification of the batched input pipeline (meshseg.data.pipeline.dataset)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from meshseg.data.adjacency import mesh_edges
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.pipeline import make_dataset, normalize_vertices
-from meshseg.data.reader import BadRecordError
+from meshseg.data.mesh.adjacency import mesh_edges
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.pipeline.dataset import make_dataset, normalize_vertices
+from meshseg.data.records.reader import BadRecordError
 
 
 def _scaled(mesh: dict, scale: float, label: int) -> dict:

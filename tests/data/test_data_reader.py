@@ -1,4 +1,4 @@
-"""Specification of bad-record reporting (meshseg.data.reader) and stored adjacency."""
+"""Specification of bad-record reporting (meshseg.data.records.reader) and stored adjacency."""
 
 import logging
 
@@ -7,10 +7,10 @@ import pytest
 import tensorflow as tf
 
 from meshseg.batch import table_from_edges, without_mesh_ids
-from meshseg.data.adjacency import mesh_edges
-from meshseg.data.pipeline import make_dataset
-from meshseg.data.reader import BadRecordError, BadRecordLog, check_shard, stored_adjacency
-from meshseg.data.records import mesh_to_example
+from meshseg.data.mesh.adjacency import mesh_edges
+from meshseg.data.pipeline.dataset import make_dataset
+from meshseg.data.records.reader import BadRecordError, BadRecordLog, check_shard, stored_adjacency
+from meshseg.data.records.schema import mesh_to_example
 
 
 def _relabelled(mesh: dict, label: int) -> dict:
@@ -113,13 +113,13 @@ def test_stored_adjacency_gives_the_same_batches_as_computed_adjacency(
 
 
 def _parsed(path: str):
-    from meshseg.data.records import parse_mesh_record
+    from meshseg.data.records.parse import parse_mesh_record
 
     return [parse_mesh_record(record) for record in tf.data.TFRecordDataset(path)]
 
 
 def test_stored_adjacency_is_invisible_to_a_demo_schema_reader(tetrahedron):
-    from meshseg.data.records import parse_mesh_record
+    from meshseg.data.records.parse import parse_mesh_record
 
     record = mesh_to_example(**tetrahedron, adjacency=_adjacency(tetrahedron, "table"))
     mesh = parse_mesh_record(tf.constant(record))
@@ -150,7 +150,7 @@ def test_training_iterator_can_be_checkpointed_mid_pass(tmp_path, tetrahedron):
 
 
 def test_a_shard_is_decoded_once_until_it_changes(tmp_path, tetrahedron):
-    from meshseg.data.reader import _decode_shard
+    from meshseg.data.records.reader import _decode_shard
 
     path = _write(tmp_path / "once.tfrecords",
                   [mesh_to_example(**_relabelled(tetrahedron, i)) for i in range(3)])
@@ -166,7 +166,7 @@ def test_a_shard_is_decoded_once_until_it_changes(tmp_path, tetrahedron):
 
 def _flip_in_record(path: str, index: int) -> None:
     """Flips one byte in the middle of record `index`'s data (its length framing intact)."""
-    from meshseg.data.framing import HEADER_BYTES, frames
+    from meshseg.data.records.framing import HEADER_BYTES, frames
 
     frame = next(f for f in frames(path) if f.index == index)
     data = bytearray(open(path, "rb").read())
@@ -183,8 +183,8 @@ def _four_meshes(tmp_path, tetrahedron, name="four.tfrecords", options=None) -> 
 
 
 def test_a_flipped_byte_costs_only_its_record_in_every_reader(tmp_path, tetrahedron):
-    from meshseg.data.pipeline import sample_meshes
-    from meshseg.data.reader import geometry_digests, good_records
+    from meshseg.data.pipeline.dataset import sample_meshes
+    from meshseg.data.records.reader import geometry_digests, good_records
 
     path = _four_meshes(tmp_path, tetrahedron)
     _flip_in_record(path, 1)
@@ -203,7 +203,7 @@ def test_a_flipped_byte_costs_only_its_record_in_every_reader(tmp_path, tetrahed
 
 
 def test_a_record_that_is_not_an_example_is_skipped_and_the_rest_read(tmp_path, tetrahedron):
-    from meshseg.data.reader import stored_fields
+    from meshseg.data.records.reader import stored_fields
 
     path = _write(tmp_path / "junk.tfrecords",
                   [b"this is not a tf.train.Example \xff\xfe"]
@@ -240,7 +240,7 @@ def test_a_damaged_compressed_shard_keeps_the_records_before_the_damage(tmp_path
 def test_a_shard_that_is_gone_is_named_in_one_line(tmp_path, reader):
     """A shard removed after a run listed it (another run rebuilt the conversion cache) was
     a FileNotFoundError traceback from the split scan; every per-shard reader now names it."""
-    import meshseg.data.reader as readers
+    import meshseg.data.records.reader as readers
     from meshseg.errors import DataError
 
     gone = tmp_path / "train-00001-of-00004.tfrecords"

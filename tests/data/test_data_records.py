@@ -1,10 +1,11 @@
-"""Specification of the mesh TFRecord schema (meshseg.data.records)."""
+"""Specification of the mesh TFRecord schema (meshseg.data.records.schema)."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from meshseg.data.records import mesh_to_example, parse_mesh_record
+from meshseg.data.records.parse import parse_mesh_record
+from meshseg.data.records.schema import mesh_to_example
 
 
 def test_mesh_to_example_round_trips_and_casts_to_float32_int32(tetrahedron):

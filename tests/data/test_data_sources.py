@@ -1,4 +1,4 @@
-"""Specification of `build_datasets` (meshseg.data.sources) and the human_parts experiment."""
+"""Specification of `build_datasets` (meshseg.data.pipeline.sources) and the human_parts experiment."""
 
 import json
 
@@ -13,9 +13,9 @@ from helpers.graphs import fan_grid
 from helpers.runs import CONFIG_DIR
 from helpers.shared_data import SHARED_DATA, needs_shared_data
 from meshseg.batch import level_key
-from meshseg.data.convert import convert_split
-from meshseg.data.reader import shard_compression
-from meshseg.data.sources import build_datasets, check_overlap
+from meshseg.data.records.convert import convert_split
+from meshseg.data.records.reader import shard_compression
+from meshseg.data.pipeline.sources import build_datasets, check_overlap
 from meshseg.errors import ConfigError, DataError
 
 HUMAN_PARTS = SHARED_DATA / "human_parts"
@@ -109,7 +109,7 @@ def test_under_jit_one_far_larger_mesh_runs_in_its_own_bucket_and_the_rest_stay_
     2562-vertex mesh (40x the others); now the 42-vertex meshes' batches are padded to 64."""
     paths = _converted(tmp_path, {"train": [1, 1, 1, 1, 1, 4], "test": [1, 1]})
     cfg = _tfrecords_config(paths["train"], paths["test"], 2, "data.pad_multiple=64")
-    with caplog.at_level("INFO", logger="meshseg.data.sources"):
+    with caplog.at_level("INFO", logger="meshseg.data.pipeline.sources"):
         train_ds, test_ds, info = build_datasets(cfg, seed=0, jit=True)
     assert info.bucket_boundaries == [64, 2624]
     assert "1 vertex-count quantile bucket(s) split into 2" in caplog.text
@@ -122,7 +122,7 @@ def test_under_jit_buckets_that_pad_more_than_max_padding_are_logged(tmp_path, c
     paths = _converted(tmp_path, {"train": [1, 1, 1, 4], "test": [1]})
     cfg = _tfrecords_config(paths["train"], paths["test"], 2, "data.pad_multiple=64",
                             "data.bucket_boundaries=[2624]")
-    with caplog.at_level("INFO", logger="meshseg.data.sources"):
+    with caplog.at_level("INFO", logger="meshseg.data.pipeline.sources"):
         _, _, info = build_datasets(cfg, seed=0, jit=True)
     assert info.bucket_boundaries == [2624]
     assert ("the bucket of 2624 vertices is 78% padding (above data.max_padding=0.5), so its "
@@ -130,7 +130,7 @@ def test_under_jit_buckets_that_pad_more_than_max_padding_are_logged(tmp_path, c
     cfg = _tfrecords_config(paths["train"], paths["test"], 2, "data.pad_multiple=64",
                             "data.max_buckets=1")
     caplog.clear()
-    with caplog.at_level("INFO", logger="meshseg.data.sources"):
+    with caplog.at_level("INFO", logger="meshseg.data.pipeline.sources"):
         _, _, info = build_datasets(cfg, seed=0, jit=True)
     assert info.bucket_boundaries == [2624]
     assert "78% padding" in caplog.text and "raise data.max_buckets (now 1)" in caplog.text
@@ -213,7 +213,7 @@ def test_a_skipped_unreadable_shard_counts_as_a_shard_not_a_record(tiny_dataset,
 
 def test_a_train_shard_led_by_a_non_example_record_trains_on_the_rest(tiny_dataset, tmp_path,
                                                                      caplog):
-    from meshseg.data.reader import open_shard
+    from meshseg.data.records.reader import open_shard
 
     train = tmp_path / "train.tfrecords"
     with tf.io.TFRecordWriter(str(train)) as writer:

@@ -10,8 +10,8 @@ import trimesh
 from scipy.spatial.transform import Rotation
 
 from helpers.runs import PROJECT
-from meshseg.data import descriptors
-from meshseg.data.descriptors import (DENSE_EIGEN_MAX_VERTICES, area_weighted_centroid,
+from meshseg.data.features import descriptors
+from meshseg.data.features.descriptors import (DENSE_EIGEN_MAX_VERTICES, area_weighted_centroid,
                                       heat_kernel_signature, normalized_positions,
                                       surface_area, vertex_normals)
 

@@ -1,5 +1,5 @@
-"""Specification of the mesh hierarchy (meshseg.data.hierarchy) and the derived fields
-(meshseg.data.derived)."""
+"""Specification of the mesh hierarchy (meshseg.data.features.hierarchy) and the derived fields
+(meshseg.data.features.derived)."""
 
 from pathlib import Path
 
@@ -10,8 +10,9 @@ import trimesh
 from helpers.runs import PROJECT
 from helpers.shared_data import shared_data
 from meshseg.config import feature_widths
-from meshseg.data.derived import derive, stored_features
-from meshseg.data.hierarchy import decimate, mesh_hierarchy
+from meshseg.data.features.derived import derive
+from meshseg.data.features.stored import stored_features
+from meshseg.data.features.hierarchy import decimate, mesh_hierarchy
 
 
 def _sphere(subdivisions=4):

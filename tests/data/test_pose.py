@@ -1,4 +1,4 @@
-"""Specification of a mesh's canonical pose (`data.frame=pca`, `meshseg.data.pose`): the
+"""Specification of a mesh's canonical pose (`data.frame=pca`, `meshseg.data.features.pose`): the
 converter and predict put each mesh into it before anything is derived, so a turned, moved
 and scaled copy of a mesh file gives the same stored positions, normals and hierarchy."""
 
@@ -7,9 +7,9 @@ import pytest
 import trimesh
 
 from conftest import _octant_mesh
-from meshseg.data.derived import derive
-from meshseg.data.meshfiles import load_geometry
-from meshseg.data.pose import ambiguity, principal_pose, turned
+from meshseg.data.features.derived import derive
+from meshseg.data.mesh.meshfiles import load_geometry
+from meshseg.data.features.pose import ambiguity, principal_pose, turned
 
 SAMPLE_MESH = "data/rna_sample/ply/4V83_BB.ply"
 

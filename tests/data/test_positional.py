@@ -1,4 +1,4 @@
-"""Fourier features of vertex positions (`meshseg.data.positional`, data.features
+"""Fourier features of vertex positions (`meshseg.data.pipeline.positional`, data.features
 xyz_fourier): values, width (data.fourier_octaves), and that a run computes them from the
 augmented positions."""
 
@@ -11,11 +11,12 @@ import trimesh
 
 from meshseg.config import (FOURIER_OCTAVES, AugmentConfig, DataConfig, composed_config,
                             feature_widths)
-from meshseg.data.derived import stored_features
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.pipeline import model_inputs, with_adjacency
-from meshseg.data.positional import fourier_features
-from meshseg.data.records import mesh_to_example, parse_mesh_record
+from meshseg.data.features.stored import stored_features
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.pipeline.dataset import model_inputs, with_adjacency
+from meshseg.data.pipeline.positional import fourier_features
+from meshseg.data.records.parse import parse_mesh_record
+from meshseg.data.records.schema import mesh_to_example
 from meshseg.errors import ConfigError
 
 

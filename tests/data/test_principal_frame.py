@@ -1,4 +1,4 @@
-"""Specification of the principal frame (`data.frame=pca`, `meshseg.data.principal_frame`):
+"""Specification of the principal frame (`data.frame=pca`, `meshseg.data.pipeline.principal_frame`):
 a turned mesh reads the same, in the functions and through the pipeline."""
 
 from pathlib import Path
@@ -11,10 +11,10 @@ from scipy.spatial.transform import Rotation
 
 from meshseg.batch import level_key
 from meshseg.config import DataConfig
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.pipeline import make_dataset
-from meshseg.data.prepare import MeshFolder, prepare_mesh_folder
-from meshseg.data.principal_frame import principal_axes, to_principal_frame, vertex_areas
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.pipeline.dataset import make_dataset
+from meshseg.data.records.prepare import MeshFolder, prepare_mesh_folder
+from meshseg.data.pipeline.principal_frame import principal_axes, to_principal_frame, vertex_areas
 from meshseg.nn.unet import FeaStUNet
 
 
@@ -104,7 +104,7 @@ def test_under_frame_pca_turned_test_meshes_give_the_inputs_and_logits_of_uprigh
         lopsided_folder, tmp_path):
     """experiment=rna_full's claim (data.frame=pca): a test mesh turned, moved and scaled
     before anything is derived (data.eval_rotation=so3: the converter turns the files'
-    meshes, `meshseg.data.pose.turned`) gives the upright mesh's positions, Fourier
+    meshes, `meshseg.data.features.pose.turned`) gives the upright mesh's positions, Fourier
     features, normals, HKS and hierarchy, so the model's logits; without the frame the
     positions differ."""
     def batches(frame, turn_seed):

@@ -13,10 +13,10 @@ from helpers.meshes import write_octant_folder
 from helpers.runs import CONFIG_DIR, scalars, tiny_config, train_tiny
 from helpers.shared_data import shared_data
 from meshseg.config import DataConfig
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.pipeline import make_dataset
-from meshseg.data import prepare
-from meshseg.data.prepare import MeshFolder, prepare_mesh_folder, validation_entries
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.pipeline.dataset import make_dataset
+from meshseg.data.records import prepare
+from meshseg.data.records.prepare import MeshFolder, prepare_mesh_folder, validation_entries
 from meshseg.errors import ConfigError
 from meshseg.nn.unet import FeaStUNet
 
@@ -187,7 +187,7 @@ def test_runs_started_together_convert_a_cache_once_and_all_read_it(mesh_folder,
     import threading
     import time
 
-    import meshseg.data.prepare as prepare
+    import meshseg.data.records.prepare as prepare
 
     cache = tmp_path / "cache"
     prepare_mesh_folder(MeshFolder(str(mesh_folder), "meshes", "labels", 6), cache)

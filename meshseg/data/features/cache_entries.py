@@ -1,6 +1,6 @@
 """How every cache meshseg keeps on disk is read: the `impl=auto` timing cache
-(`meshseg.train.autotune`), the per-mesh descriptor cache (`meshseg.data.descriptor_cache`)
-and the conversion cache's stamp (`meshseg.data.prepare`). Standard library only. They are
+(`meshseg.train.autotune`), the per-mesh descriptor cache (`meshseg.data.features.descriptor_cache`)
+and the conversion cache's stamp (`meshseg.data.records.prepare`). Standard library only. They are
 written as every output is (`meshseg.outputs.write_atomically`: a per-process temporary
 name beside the entry, renamed over it), so a reader sees the old entry or the new one.
 

@@ -7,7 +7,7 @@ MeshCNN's `build_gemm` (models/layers/mesh_prepare.py) meets them: faces in file
 and in each face (f0, f1), (f1, f2), (f2, f0), each undirected edge numbered when first
 met. `vertex_labels` carries the labels to the vertices (each vertex takes the most
 frequent label of its edges, the smallest on a tie), and `write_vertex_labels` writes them
-with the split files, in the layout of `meshseg.data.prepare.MeshFolder`:
+with the split files, in the layout of `meshseg.data.records.prepare.MeshFolder`:
 `vertex_labels/<stem>.txt` and `train.txt` / `test.txt` listing `train/<stem>.obj`.
 
 Labels are shifted so that the data set's smallest label is class 0, as MeshCNN does.
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from meshseg.data.meshfiles import load_label_file, load_mesh
-from meshseg.data.validate import InvalidMeshError
+from meshseg.data.mesh.meshfiles import load_label_file, load_mesh
+from meshseg.data.mesh.validate import InvalidMeshError
 from meshseg.errors import DataError
 from meshseg.outputs import make_dirs, write_atomically, write_text
 

@@ -4,12 +4,12 @@
 splits and its `make_dataset` calls:
 
 1. resolve the shards (`resolve_files`): `source: mesh_folder` converts a mesh
-   folder once into `cache_dir` (`meshseg.data.prepare`); `source: tfrecords`
+   folder once into `cache_dir` (`meshseg.data.records.prepare`); `source: tfrecords`
    globs `train_files`/`test_files`;
 2. find every mesh's size (vertices, edges, max degree) and the class
    histograms, from the shards' manifests when they all have one, else by one
    pass over the records (`split_sizes`);
-3. under jit, choose bucket shapes (`meshseg.data.buckets`) covering both splits,
+3. under jit, choose bucket shapes (`meshseg.data.pipeline.buckets`) covering both splits,
    so the train step compiles at most once per bucket; otherwise batches are
    padded to their own maxima;
 4. build the training (shuffled, repeated, augmented) and test datasets.
@@ -22,14 +22,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from meshseg.config import DataConfig, check_data_paths
-from meshseg.data.buckets import (auto_boundaries, bucket_shapes, padding_fractions,
+from meshseg.data.pipeline.buckets import (auto_boundaries, bucket_shapes, padding_fractions,
                                   split_outlier_buckets)
-from meshseg.data.manifest import leftover_files, manifest_sizes, unlisted_shards
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.pipeline import make_dataset, read_meshes
-from meshseg.data.prepare import VALIDATION, mesh_folder, prepare_mesh_folder
+from meshseg.data.records.manifest import leftover_files, manifest_sizes, unlisted_shards
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.pipeline.dataset import make_dataset, read_meshes
+from meshseg.data.records.prepare import VALIDATION, mesh_folder, prepare_mesh_folder
 from meshseg.batch import level_key
-from meshseg.data.reader import BadRecordLog, geometry_digests, stored_adjacency
+from meshseg.data.records.reader import BadRecordLog, geometry_digests, stored_adjacency
 from meshseg.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
@@ -47,8 +47,8 @@ def resolve_files(data: DataConfig) -> dict[str, list[str]]:
       ConfigError: if the source folder is missing or a glob matches no file.
       DataError: if a mesh or label file of a split is missing or invalid (conversion), or
         a glob matches converted shards their conversion's manifest does not list
-        (`meshseg.data.manifest.unlisted_shards`) or an interrupted conversion's
-        temporaries (`meshseg.data.manifest.leftover_files`).
+        (`meshseg.data.records.manifest.unlisted_shards`) or an interrupted conversion's
+        temporaries (`meshseg.data.records.manifest.leftover_files`).
     """
     check_data_paths(data)
     if data.source == "tfrecords":
@@ -90,7 +90,7 @@ def split_sizes(files: list[str], num_classes: int, skip_bad_records: bool = Fal
 
     Returns:
       (sizes int64 [N, 4 * (1 + L)] of (num_vertices, num_edges, table_width,
-      overflow_rows) of the mesh and each level, as `meshseg.data.buckets` takes them,
+      overflow_rows) of the mesh and each level, as `meshseg.data.pipeline.buckets` takes them,
       histogram int64 [num_classes], "manifest" or "scan": where they came from).
 
     Raises:
@@ -299,7 +299,7 @@ def _batching(data: DataConfig, info: DataInfo) -> dict:
 def evaluation_dataset(data: DataConfig, info: DataInfo, split: str):
     """One deterministic pass over `split` ("test" or "validation") of a run's data
     (no shuffle, no augmentation; under `data.eval_rotation=so3` its records hold the
-    meshes turned before conversion, `meshseg.data.prepare.MeshFolder.eval_turn_seed`),
+    meshes turned before conversion, `meshseg.data.records.prepare.MeshFolder.eval_turn_seed`),
     batched as the training split: the batches `meshseg.train.evaluate` scores.
 
     Raises:

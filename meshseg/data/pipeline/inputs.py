@@ -1,11 +1,11 @@
 """How a run builds one mesh's model inputs from its record: `MeshInputs`, the `data`
 settings that decide them (no TensorFlow, so command-line tools can read a run's settings
-before they import it; `meshseg.data.pipeline` builds the inputs)."""
+before they import it; `meshseg.data.pipeline.dataset` builds the inputs)."""
 
 from dataclasses import dataclass
 
 from meshseg.config import FOURIER_OCTAVES, feature_widths
-from meshseg.data.derived import stored_features
+from meshseg.data.features.stored import stored_features
 
 
 @dataclass(frozen=True)
@@ -18,10 +18,10 @@ class MeshInputs:
         ("xyz", "xyz_fourier", "normals", "hks"; the last two must be stored in the
         records).
       levels: coarser hierarchy levels read from the records (0: none).
-      center, scale: the normalisation of `meshseg.data.pipeline.normalize_vertices`.
+      center, scale: the normalisation of `meshseg.data.pipeline.dataset.normalize_vertices`.
       frame: "pca" turns each mesh into its principal frame after any rotation
-        (`meshseg.data.principal_frame`), "none" keeps its orientation.
-      fourier_octaves: the frequencies of "xyz_fourier" (`meshseg.data.positional`).
+        (`meshseg.data.pipeline.principal_frame`), "none" keeps its orientation.
+      fourier_octaves: the frequencies of "xyz_fourier" (`meshseg.data.pipeline.positional`).
     """
 
     features: tuple = ("xyz",)
@@ -46,5 +46,5 @@ class MeshInputs:
 
     @property
     def stored(self) -> tuple:
-        """The features the records must store (`meshseg.data.derived.stored_features`)."""
+        """The features the records must store (`meshseg.data.features.stored.stored_features`)."""
         return stored_features(self.features)

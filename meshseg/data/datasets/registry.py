@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Tuple
 
-from meshseg.data.foreign import list_file_lines
+from meshseg.data.mesh.foreign import list_file_lines
 
 MANIFESTS = Path(__file__).parent / "manifests"
 LAYOUTS = ("mesh_folder", "tfrecords", "meshcnn")
@@ -47,10 +47,10 @@ class Dataset:
       manifest: the per-file manifest (sha256, size, path) the extracted files are checked
         against, or None.
       layout: "mesh_folder" (meshes, per-vertex label files and split files, converted by
-        `meshseg.data.prepare`), "tfrecords" (records in the demo schema, used as they
+        `meshseg.data.records.prepare`), "tfrecords" (records in the demo schema, used as they
         are) or "meshcnn" (MeshCNN's train/ and test/ OBJ folders with per-edge labels in
         seg/*.eseg, turned into per-vertex label files by
-        `meshseg.data.meshcnn.write_vertex_labels`, then converted).
+        `meshseg.data.datasets.meshcnn.write_vertex_labels`, then converted).
       num_classes: the classes K of its labels, as the experiment trains them.
       experiment: `python train.py experiment=<experiment> data.root=<folder>` trains on
         it, with `overrides` appended.

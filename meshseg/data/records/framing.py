@@ -14,7 +14,7 @@ itself:
 - a frame cut short by the end of the file ends the shard.
 
 Every frame is reported with its byte offset and data length, which the tf.data
-pipeline then reads exactly (`meshseg.data.pipeline.read_meshes`).
+pipeline then reads exactly (`meshseg.data.pipeline.dataset.read_meshes`).
 """
 
 import os

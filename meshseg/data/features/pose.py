@@ -4,7 +4,7 @@ its principal frame *before* anything is derived from it (normals, HKS, the hier
 a mesh file turned by any rotation, moved and scaled gives the same stored positions, the
 same hierarchy and the same inputs, up to float rounding.
 
-The frame is that of `meshseg.data.principal_frame` (the TF twin the pipeline applies to
+The frame is that of `meshseg.data.pipeline.principal_frame` (the TF twin the pipeline applies to
 positions it reads; on positions already in the frame it is the identity): the axes are
 the eigenvectors of the second moment of the surface, each vertex weighted by its area (a
 third of its triangles' areas), largest variance first; the first two point where the

@@ -13,7 +13,7 @@ The cache folder holds the shards, their manifests and `stamp.json`, which
 records the source files, their content hashes and the conversion settings (adjacency,
 stored features, hierarchy levels and coarsening included). A cache whose stamp differs
 from the current source or settings is rebuilt, and so is one whose stamp is damaged
-(named in a warning, `meshseg.data.cache_entries`): changing `data.features` to [xyz, hks] or
+(named in a warning, `meshseg.data.features.cache_entries`): changing `data.features` to [xyz, hks] or
 `data.levels` reconverts the folder once (into the same `cache_dir`). The build happens in a
 temporary sibling folder that is renamed into place only when complete, so an
 interrupted build is never reused, and under an exclusive lock on a hidden sibling file
@@ -32,11 +32,11 @@ from pathlib import Path
 import numpy as np
 
 from meshseg.config import DataConfig
-from meshseg.data.cache_entries import DAMAGED, read_entry
-from meshseg.data.convert import convert_split, shard_paths, split_file_pairs
-from meshseg.data.derived import stored_features
-from meshseg.data.manifest import MANIFEST_FORMAT
-from meshseg.data.meshfiles import file_sha256
+from meshseg.data.features.cache_entries import DAMAGED, read_entry
+from meshseg.data.records.convert import convert_split, shard_paths, split_file_pairs
+from meshseg.data.features.stored import stored_features
+from meshseg.data.records.manifest import MANIFEST_FORMAT
+from meshseg.data.mesh.meshfiles import file_sha256
 from meshseg.errors import ConfigError
 from meshseg.outputs import (check_output_dir, make_dirs, replace_dir, temporary_dir, write_text,
                              writing)
@@ -62,18 +62,18 @@ class MeshFolder:
       adjacency: stored adjacency, "none", "edges" or "table".
       label_kind: "vertex" or "face".
       features: stored per-vertex features, among "normals", "hks" (in that order;
-        `meshseg.data.derived.stored_features`).
+        `meshseg.data.features.stored.stored_features`).
       levels: coarser mesh-hierarchy levels stored; coarsening: their vertex ratio.
       entries: per split, an fnmatch pattern: only the split file's entries matching it
         are converted (e.g. {"train": "meshes/iso/*", "test": "meshes/qes/*"}).
       split_files: per split, its split file relative to root.
       validation: meshes of the training split held out as the validation split (0:
         none), chosen by `validation_entries` with `validation_seed`.
-      frame: "pca" stores every mesh in its canonical pose (`meshseg.data.pose`), its
-        hierarchy and normals derived there (`meshseg.data.convert.convert_split`).
+      frame: "pca" stores every mesh in its canonical pose (`meshseg.data.features.pose`), its
+        hierarchy and normals derived there (`meshseg.data.records.convert.convert_split`).
       eval_turn_seed: the validation and test meshes are turned, moved and scaled by a
         motion drawn from this seed before anything is derived (`data.eval_rotation=so3`;
-        `meshseg.data.pose.turned`); None: as they are.
+        `meshseg.data.features.pose.turned`); None: as they are.
     """
 
     root: str
@@ -224,7 +224,7 @@ def prepare_mesh_folder(source: MeshFolder, cache_dir: str | Path, workers: int 
         converted meshes may carry the source's licence terms.
       workers: conversion processes.
       descriptor_cache: folder of the per-mesh descriptor cache
-        (`meshseg.data.descriptor_cache`), or None.
+        (`meshseg.data.features.descriptor_cache`), or None.
 
     Returns:
       dict(train=[shard paths], test=[shard paths], num_classes=source.num_classes), and

@@ -1,5 +1,5 @@
 """What the converter derives from one mesh's geometry besides its adjacency: the stored
-positions (in the mesh's canonical pose under `data.frame=pca`, `meshseg.data.pose`), the
+positions (in the mesh's canonical pose under `data.frame=pca`, `meshseg.data.features.pose`), the
 stored input features (`data.features` other than xyz) and the mesh hierarchy
 (`data.levels`), the last two from the posed mesh.
 
@@ -12,23 +12,10 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from meshseg.config import POSITION_FEATURES, feature_widths
-from meshseg.data.descriptor_cache import mesh_descriptors
-from meshseg.data.hierarchy import mesh_hierarchy
-from meshseg.data.pose import Pose, principal_pose
-
-# The per-vertex features the records store (not those computed from the vertices when a
-# mesh is read, `POSITION_FEATURES`), in the order of `meshseg.config.FEATURE_NAMES`,
-# with their widths: normals 3, hks 16.
-STORED_FEATURES = {name: width for name, width in feature_widths().items()
-                   if name not in POSITION_FEATURES}
-
-
-def stored_features(features: Sequence[str]) -> tuple[str, ...]:
-    """The features of a `data.features` list that the records must store, in
-    `STORED_FEATURES` order (so [xyz, hks] and [hks, xyz] need the same records)."""
-    return tuple(name for name in STORED_FEATURES if name in features)
-
+from meshseg.data.features.descriptor_cache import mesh_descriptors
+from meshseg.data.features.hierarchy import mesh_hierarchy
+from meshseg.data.features.pose import Pose, principal_pose
+from meshseg.data.features.stored import stored_features
 
 class Derived(NamedTuple):
     """The derived fields of one mesh.
@@ -41,7 +28,7 @@ class Derived(NamedTuple):
         heat kernel signature).
       levels: the coarser levels of the hierarchy, finest first (`hierarchy.Level`),
         decimated from `vertices`.
-      pose: the `meshseg.data.pose.Pose` under frame "pca", else None.
+      pose: the `meshseg.data.features.pose.Pose` under frame "pca", else None.
     """
 
     vertices: np.ndarray
@@ -58,14 +45,14 @@ def derive(vertices: np.ndarray, triangles: np.ndarray, features: Sequence[str] 
     Args:
       vertices: float [V, 3] positions as read from the file (float32, relative to the
         record's origin); triangles: int [T, 3] indices in [0, V).
-      features: names among `STORED_FEATURES` (others, such as xyz, are ignored).
-      num_levels: L coarser levels (`meshseg.data.hierarchy.mesh_hierarchy`).
+      features: names among `meshseg.data.features.stored.STORED_FEATURES` (others, such as xyz, are ignored).
+      num_levels: L coarser levels (`meshseg.data.features.hierarchy.mesh_hierarchy`).
       coarsening: vertex-count ratio between levels, > 1.
       mesh_sha256, descriptor_cache: the mesh file's SHA-256 and the descriptor cache
-        folder (`meshseg.data.descriptor_cache`, shared with the baseline); without
+        folder (`meshseg.data.features.descriptor_cache`, shared with the baseline); without
         both, the descriptors are computed and not cached.
       frame: "none" keeps the positions; "pca" puts the mesh into its canonical pose
-        (`meshseg.data.pose.principal_pose`) before the hierarchy is decimated, and turns
+        (`meshseg.data.features.pose.principal_pose`) before the hierarchy is decimated, and turns
         the normals with it (the descriptors are computed, and cached, from the file's
         positions: the HKS does not depend on the pose, the normals turn).
 

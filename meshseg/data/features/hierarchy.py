@@ -5,7 +5,7 @@ Level 0 is the mesh itself; level l (1..L) is level l-1 decimated to about 1/coa
 of its vertices (Garland & Heckbert quadric error metric, `fast_simplification.simplify`,
 replayed with `replay_simplification` to get which coarse vertex each fine one collapsed
 into). Each coarser level keeps its own triangles only to build its 1-ring adjacency
-(`meshseg.data.adjacency.mesh_edges`, self-edges included); what the records store is
+(`meshseg.data.mesh.adjacency.mesh_edges`, self-edges included); what the records store is
 `Level`: its vertex count, edges, edge weights and the parent of every vertex of the
 level below.
 
@@ -27,7 +27,7 @@ import fast_simplification
 import numpy as np
 import scipy.spatial
 
-from meshseg.data.adjacency import mesh_edges
+from meshseg.data.mesh.adjacency import mesh_edges
 
 
 class Level(NamedTuple):

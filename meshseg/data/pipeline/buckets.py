@@ -205,7 +205,7 @@ def bucket_batch(examples: tf.data.Dataset, batch_size: int, shapes: list[tuple]
     """Batches `(features, labels)` examples within buckets, padded to the bucket shapes.
 
     Args:
-      examples: unbatched elements of the `meshseg.data.pipeline` layout.
+      examples: unbatched elements of the `meshseg.data.pipeline.dataset` layout.
       batch_size: meshes per batch B.
       shapes: bucket shapes (V, E, K, O, ...) as from `bucket_shapes`, V increasing, one
         (V, E, K, O) per level the elements hold.

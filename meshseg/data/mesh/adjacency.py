@@ -11,7 +11,7 @@ that some triangle references, every vertex 0..V-1 gets one, so isolated
 vertices keep their own features instead of having an empty row.
 
 This module imports no TensorFlow, so converter worker processes start fast; the
-tf.data wrapper lives in `meshseg.data.pipeline` and the neighbour table (ELL layout) in
+tf.data wrapper lives in `meshseg.data.pipeline.dataset` and the neighbour table (ELL layout) in
 `meshseg.batch.table_from_edges`.
 """
 

@@ -1,5 +1,5 @@
 """The element counts a mesh file declares, checked against what the file holds (NumPy and
-`meshseg.data.foreign`'s strict text reading, no TensorFlow).
+`meshseg.data.mesh.foreign`'s strict text reading, no TensorFlow).
 
 An OFF file's vertex and face lines (`#` comments and blank lines skipped) are checked
 against its count line, a PLY file's
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from meshseg.data.foreign import decode_text, off_data_lines, text_lines
-from meshseg.data.validate import InvalidMeshError
+from meshseg.data.mesh.foreign import decode_text, off_data_lines, text_lines
+from meshseg.data.mesh.validate import InvalidMeshError
 
 
 def _check_counts(declared: list[tuple[str, int]], read: list[int]) -> None:
@@ -43,7 +43,7 @@ OffLines = list[tuple[int, list[str]]]
 
 def off_header(lines: OffLines) -> tuple[tuple[int, int], OffLines]:
     """((vertex count, face count), the data lines after the counts) of an OFF file's data
-    lines (`meshseg.data.foreign.off_data_lines`). The first data line starts with the
+    lines (`meshseg.data.mesh.foreign.off_data_lines`). The first data line starts with the
     keyword (OFF, or a variant such as COFF or NOFF); the counts follow on it or on the
     next data line.
 

@@ -3,7 +3,7 @@
 The heat kernel signature costs seconds per mesh (an eigen-decomposition of the
 Laplacian), so each mesh file's descriptors are computed once: `<cache dir>/<key>.npz`,
 the key a SHA-256 of the mesh file's SHA-256, `HKS_SETTINGS` and `CACHE_FORMAT`. Entries
-are read and written as every cache is (`meshseg.data.cache_entries`): a damaged entry is
+are read and written as every cache is (`meshseg.data.features.cache_entries`): a damaged entry is
 named in a warning and computed again; each is replaced atomically. The
 converter (records with `data.features` normals / hks) and the descriptor baseline
 (`meshseg.tools.baseline`) read and fill the same cache (`data.descriptor_cache`), so a
@@ -19,8 +19,8 @@ from typing import Optional
 import numpy as np
 
 from meshseg.config import feature_widths
-from meshseg.data.cache_entries import read_entry
-from meshseg.data.descriptors import heat_kernel_signature, normalized_positions, vertex_normals
+from meshseg.data.features.cache_entries import read_entry
+from meshseg.data.features.descriptors import heat_kernel_signature, normalized_positions, vertex_normals
 from meshseg.outputs import write_atomically
 
 HKS_SETTINGS = {"num_times": feature_widths()["hks"], "t_min": 0.01, "t_max": 2.0,
@@ -44,14 +44,14 @@ def mesh_descriptors(vertices: np.ndarray, triangles: np.ndarray,
     Args:
       vertices: float [V, 3] positions (any origin: every descriptor is translation
         invariant); triangles: int [T, 3].
-      mesh_sha256: SHA-256 of the mesh file (`meshseg.data.meshfiles.file_sha256`).
+      mesh_sha256: SHA-256 of the mesh file (`meshseg.data.mesh.meshfiles.file_sha256`).
       cache_dir: the cache folder (created when missing); without it or `mesh_sha256`
         nothing is cached.
 
     Returns:
       {"xyz": float32 [V, 3] positions centred at the area-weighted centroid of the
       unit-area mesh, "hks": float32 [V, 16] heat kernel signature (`HKS_SETTINGS`),
-      "normals": float32 [V, 3] unit vertex normals} (`meshseg.data.descriptors`).
+      "normals": float32 [V, 3] unit vertex normals} (`meshseg.data.features.descriptors`).
 
     Raises:
       ValueError: for a mesh whose descriptors are undefined (zero area).

@@ -16,7 +16,7 @@ has no triangulation inside it and is refused naming the face.
 
 import numpy as np
 
-from meshseg.data.validate import InvalidMeshError
+from meshseg.data.mesh.validate import InvalidMeshError
 
 # A polygon whose doubled area is at most this fraction of its longest edge squared is
 # flat (all corners on one line), in float64.

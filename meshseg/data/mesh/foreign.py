@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from meshseg.data.validate import InvalidMeshError
+from meshseg.data.mesh.validate import InvalidMeshError
 from meshseg.errors import DataError
 
 INT32 = np.iinfo(np.int32)

@@ -1,6 +1,6 @@
 """tf.data input pipeline: mesh TFRecord shards -> padded batches for the model.
 
-Order: shards (checked once in Python, `meshseg.data.reader`, so a bad record
+Order: shards (checked once in Python, `meshseg.data.records.reader`, so a bad record
 is reported with its shard and index) -> interleaved records -> parse (with the stored
 features and hierarchy levels `data.features` / `data.levels` read) -> adjacency (stored
 in the records, or computed) and normalisation (`data.center`, `data.scale`) -> cache ->
@@ -20,17 +20,17 @@ import tensorflow as tf
 
 from meshseg.batch import MESH_ID, Level, mesh_features, padding_values, table_features
 from meshseg.config import AugmentConfig
-from meshseg.data.adjacency import mesh_edges
-from meshseg.data.augment import augment_mesh
-from meshseg.data.buckets import bucket_batch
-from meshseg.data.derived import STORED_FEATURES
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.positional import fourier_features
-from meshseg.data.principal_frame import to_principal_frame, triangle_areas, vertex_areas
-from meshseg.data.framing import HEADER_BYTES
-from meshseg.data.reader import (BadRecordLog, check_shard, good_records, stored_adjacency,
+from meshseg.data.mesh.adjacency import mesh_edges
+from meshseg.data.pipeline.augment import augment_mesh
+from meshseg.data.pipeline.buckets import bucket_batch
+from meshseg.data.features.stored import STORED_FEATURES
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.pipeline.positional import fourier_features
+from meshseg.data.pipeline.principal_frame import to_principal_frame, triangle_areas, vertex_areas
+from meshseg.data.records.framing import HEADER_BYTES
+from meshseg.data.records.reader import (BadRecordLog, check_shard, good_records, stored_adjacency,
                                  stored_fields)
-from meshseg.data.records import parse_adjacency, parse_features, parse_levels, parse_mesh_record
+from meshseg.data.records.parse import parse_adjacency, parse_features, parse_levels, parse_mesh_record
 from meshseg.errors import DataError
 
 # Shards read at once; records are taken round-robin, one from each in turn.
@@ -52,11 +52,11 @@ def normalize_vertices(vertices: tf.Tensor, triangles: tf.Tensor | None = None,
       triangles: int32 [T, 3] vertex indices; needed by "area_centroid" and "unit_area".
       center: "mean" subtracts the mean vertex position (the demo's default);
         "area_centroid" the centroid of the surface (triangle centroids weighted by area,
-        as `meshseg.data.descriptors.area_weighted_centroid`; the vertex mean for a mesh
+        as `meshseg.data.features.descriptors.area_weighted_centroid`; the vertex mean for a mesh
         of zero area); "none" keeps the positions.
       scale: after centring, "rms" divides by the RMS distance of the vertices from the
         origin (RMS radius 1); "unit_area" by the square root of the surface area (unit
-        area, as `meshseg.data.descriptors.normalized_positions`); "none" keeps it.
+        area, as `meshseg.data.features.descriptors.normalized_positions`); "none" keeps it.
 
     Returns:
       float32 [V, 3] normalised vertex positions.
@@ -80,7 +80,7 @@ def normalize_vertices(vertices: tf.Tensor, triangles: tf.Tensor | None = None,
 
 
 def mesh_edges_tf(triangles: tf.Tensor, num_vertices: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
-    """TF wrapper of `meshseg.data.adjacency.mesh_edges` (a `tf.numpy_function`).
+    """TF wrapper of `meshseg.data.mesh.adjacency.mesh_edges` (a `tf.numpy_function`).
 
     Args:
       triangles: int32 tensor [T, 3] of vertex indices.
@@ -133,9 +133,9 @@ def model_inputs(features: dict[str, tf.Tensor], inputs: MeshInputs,
     """The batch contract's features of one mesh from `with_adjacency`'s: augmented
     (when `augment_seed` is given; normals turn with the positions), then turned into
     the mesh's principal frame under `inputs.frame` "pca"
-    (`meshseg.data.principal_frame`; normals too), and with "inputs", the
+    (`meshseg.data.pipeline.principal_frame`; normals too), and with "inputs", the
     `inputs.features` concatenated in their listed order ([V, F]); xyz and its Fourier
-    features (`meshseg.data.positional`) from the final positions."""
+    features (`meshseg.data.pipeline.positional`) from the final positions."""
     features = dict(features)
     stored = {name: features.pop(name) for name in STORED_FEATURES if name in features}
     areas = features.pop(VERTEX_AREAS, None)
@@ -185,7 +185,7 @@ def read_meshes(files: list[str], training: bool = False, seed: int | None = Non
                 inputs: MeshInputs | None = None) -> tf.data.Dataset:
     """Unbatched meshes with adjacency (and hierarchy), before caching.
 
-    Every shard is first checked in Python (`meshseg.data.reader.check_shard`), so
+    Every shard is first checked in Python (`meshseg.data.records.reader.check_shard`), so
     a bad record fails here, naming shard and record index, or (with
     `skip_bad_records`) is left out and counted in `bad_records`. The good records are
     then read in graph mode, so the dataset's iterator can be checkpointed: those of an
@@ -194,7 +194,7 @@ def read_meshes(files: list[str], training: bool = False, seed: int | None = Non
 
     Args:
       files: shard paths; `training` shuffles their order (seeded).
-      skip_bad_records, bad_records: see `meshseg.data.reader.check_shard`.
+      skip_bad_records, bad_records: see `meshseg.data.records.reader.check_shard`.
       inputs: the stored features and levels to read, and the normalisation; None: no
         stored feature, no level, raw positions.
 
@@ -267,7 +267,7 @@ def sample_meshes(files: list[str], count: int, inputs: MeshInputs = MeshInputs(
     """The first `count` meshes of `files` (file order, then record order) as the model
     sees them on the test split, with their triangles, for display (`summaries.meshes`).
 
-    Only the records that decode are read (`meshseg.data.reader.good_records`; the
+    Only the records that decode are read (`meshseg.data.records.reader.good_records`; the
     split's scan has already failed on or counted the others, see `build_datasets`).
 
     Args:
@@ -311,7 +311,7 @@ def make_dataset(
     """Builds the batched mesh-segmentation dataset from TFRecord shards.
 
     Args:
-      files: TFRecord shard paths in the `meshseg.data.records` schema.
+      files: TFRecord shard paths in the `meshseg.data.records.schema` schema.
       batch_size: meshes per batch B; the last batch may be smaller.
       training: shuffle shards and meshes (seeded by `seed`) and augment; when
         False the order is fixed and the same on every pass: records round-robin
@@ -327,7 +327,7 @@ def make_dataset(
       cache: keep the parsed, normalised meshes and their adjacency in memory after the
         first pass.
       bucket_shapes: optional shapes (V, E, K, O) of the mesh followed by those of each
-        of the `inputs.levels` levels, V increasing (see `meshseg.data.buckets`): batch
+        of the `inputs.levels` levels, V increasing (see `meshseg.data.pipeline.buckets`): batch
         within buckets, padded to exactly their vertex count V, edge count E,
         neighbour-table width K and overflow rows O at every level (and B meshes, for
         training), so XLA compiles the step once per bucket.

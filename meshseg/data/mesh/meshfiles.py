@@ -4,7 +4,7 @@ Meshes (OBJ, OFF, PLY, STL, GLB/GLTF and anything else trimesh reads) are
 loaded with `trimesh.load(path, process=False)`, so the file's vertex list, in
 file order and with vertices no face uses, is the mesh's vertex list, and with it
 the vertex-to-label alignment is kept. Faces of more than three corners (OFF, PLY, OBJ)
-are triangulated by ear clipping (`meshseg.data.polygons`), not by trimesh's fans, which
+are triangulated by ear clipping (`meshseg.data.mesh.polygons`), not by trimesh's fans, which
 are wrong for non-convex polygons: each face in file order, its triangles together (a
 convex quad becomes (0, 1, 2), (2, 3, 0)); a self-intersecting polygon is refused naming
 the face.
@@ -18,7 +18,7 @@ its geometry only (`v` and `f` lines, each face corner reduced to its position
 index), and its vertex count must equal its number of `v` lines.
 
 Formats that declare their element counts (OFF, PLY, binary STL) are checked against
-them before trimesh reads the file (`meshseg.data.declared_counts`), since trimesh
+them before trimesh reads the file (`meshseg.data.mesh.declared_counts`), since trimesh
 reads a file cut short (or padded) without complaint; a disagreement is refused naming
 both counts, e.g. "80 faces declared, 40 read".
 
@@ -37,19 +37,17 @@ going to the lowest class id (see `face_to_vertex_labels`).
 
 import hashlib
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import trimesh
 
-from meshseg.data.adjacency import mesh_edges
-from meshseg.data.declared_counts import check_declared_counts, off_header
-from meshseg.data.derived import Derived, derive
-from meshseg.data.foreign import off_data_lines, read_label_file, text_lines
-from meshseg.data.pose import turned
-from meshseg.data.polygons import triangulate
-from meshseg.data.validate import (FaceCounts, InvalidMeshError, float32_positions,
+from meshseg.data.mesh.adjacency import mesh_edges
+from meshseg.data.mesh.declared_counts import check_declared_counts, off_header
+from meshseg.data.mesh.foreign import off_data_lines, read_label_file, text_lines
+from meshseg.data.mesh.polygons import triangulate
+from meshseg.data.mesh.validate import (FaceCounts, InvalidMeshError, float32_positions,
                                    validate_geometry, validate_labels)
 
 LABEL_KINDS = ("vertex", "face")
@@ -67,8 +65,6 @@ class LabelledMesh:
       edges, edge_weights: int32 [E, 2] / float32 [E] 1-ring adjacency (`mesh_edges`).
       origin: float64 [3], the point the stored positions are relative to (zeros unless
         float32 needed centring, `validate.float32_positions`).
-      derived: the positions, features and hierarchy levels the records store
-        (`meshseg.data.derived.Derived`), set by `convert_job`; None until then.
     """
 
     vertices: np.ndarray
@@ -79,7 +75,6 @@ class LabelledMesh:
     edges: np.ndarray
     edge_weights: np.ndarray
     origin: np.ndarray
-    derived: Derived | None = None
 
     @property
     def max_degree(self) -> int:
@@ -265,7 +260,7 @@ def load_mesh(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
 def load_label_file(path: str | Path) -> np.ndarray:
     """Reads labels from `.npy` (any integer dtype, or floats holding integers) or UTF-8
     text (integers separated by white space, `#` comments allowed), every value within
-    int32 (`meshseg.data.foreign.read_label_file`). Returns int64 [N].
+    int32 (`meshseg.data.mesh.foreign.read_label_file`). Returns int64 [N].
 
     Raises:
       InvalidMeshError: naming the file, and the line or index and value, if the file
@@ -365,7 +360,7 @@ def load_labelled_mesh(
 
     Raises:
       InvalidMeshError: for an unreadable file or a broken validation rule
-        (see `meshseg.data.validate`); the message does not name the file.
+        (see `meshseg.data.mesh.validate`); the message does not name the file.
       ValueError: for an unknown `label_kind`.
     """
     if label_kind not in LABEL_KINDS:
@@ -382,37 +377,3 @@ def load_labelled_mesh(
     return LabelledMesh(geometry.vertices, geometry.triangles, labels.astype(np.int32),
                         geometry.face_counts, file_sha256(mesh_path), edges, edge_weights,
                         geometry.origin)
-
-
-def convert_job(job: dict) -> tuple[bool, LabelledMesh | str]:
-    """Process-pool entry point: `load_labelled_mesh(**job)`, then the derived fields
-    (`meshseg.data.derived.derive`) of the job's optional "features", "levels",
-    "coarsening" and "frame", with the descriptors cached in the job's optional
-    "descriptor_cache" folder. A job with "turn_seed" first turns, moves and scales the
-    mesh (`meshseg.data.pose.turned`, evaluation on turned meshes), so everything is
-    derived from the turned mesh, as from a turned file.
-
-    Returns:
-      (True, LabelledMesh) or (False, reason) for an `InvalidMeshError` or a mesh whose
-      derived fields are undefined (e.g. the HKS of a mesh of zero area).
-    """
-    job = dict(job)
-    features, levels = job.pop("features", ()), job.pop("levels", 0)
-    coarsening = job.pop("coarsening", 4.0)
-    descriptor_cache = job.pop("descriptor_cache", None)
-    frame = job.pop("frame", "none")
-    turn_seed = job.pop("turn_seed", None)
-    try:
-        mesh = load_labelled_mesh(**job)
-    except InvalidMeshError as error:
-        return False, str(error)
-    vertices, descriptor_key = mesh.vertices, mesh.sha256
-    if turn_seed is not None:  # before anything is derived, as a turned file would be
-        vertices = turned(mesh.vertices, turn_seed, mesh.sha256)
-        descriptor_key = hashlib.sha256(f"{mesh.sha256}:turned:{turn_seed}".encode()).hexdigest()
-    try:
-        mesh.derived = derive(vertices, mesh.triangles, features, levels, coarsening,
-                              descriptor_key, descriptor_cache, frame)
-    except ValueError as error:
-        return False, f"features, pose or hierarchy: {error}"
-    return True, mesh
