@@ -62,11 +62,11 @@ from meshseg.cli import command, distinct_from_inputs, existing_dir, existing_fi
 from meshseg.config import TrainConfig, data_root
 from meshseg.console import start_tensorflow_quietly
 from meshseg.data.features.derived import derive
-from meshseg.data.mesh.foreign import check_keras_archive
-from meshseg.data.pipeline.inputs import MeshInputs
-from meshseg.data.mesh.meshfiles import load_geometry, load_label_file
 from meshseg.data.features.pose import ambiguity, principal_pose
+from meshseg.data.mesh.foreign import check_keras_archive
+from meshseg.data.mesh.meshfiles import load_geometry, load_label_file
 from meshseg.data.mesh.validate import InvalidMeshError, validate_labels
+from meshseg.data.pipeline.inputs import MeshInputs
 from meshseg.errors import ConfigError, DataError
 from meshseg.outputs import write_atomically
 from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG

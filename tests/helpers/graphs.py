@@ -206,7 +206,7 @@ def assert_close_to_max(actual, expected, rtol: float, name: str = "") -> None:
     assert error <= rtol * scale, f"{name}: max error {error:.3g} > {rtol:g} * {scale:.3g}"
 
 
-# --- Triangle meshes as the padded feature dicts of meshseg.data.pipeline.dataset -------------------
+# --- Triangle meshes as the padded feature dicts of meshseg.data.pipeline.dataset ---------
 
 def mesh_batch(meshes: Sequence[trimesh.Trimesh]) -> Dict[str, tf.Tensor]:
     """A padded batch of meshes in the batch contract (`meshseg.batch`): each mesh's

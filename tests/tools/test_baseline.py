@@ -12,13 +12,13 @@ import tensorflow as tf
 import trimesh
 
 from meshseg.data.features import descriptor_cache
-from meshseg.data.records.convert import convert_split, split_file_pairs
 from meshseg.data.mesh.meshfiles import file_sha256, load_geometry
 from meshseg.data.pipeline.positional import fourier_features
 from meshseg.data.pipeline.principal_frame import principal_axes, vertex_areas
+from meshseg.data.records.convert import convert_split, split_file_pairs
 from meshseg.data.records.decode import decode_mesh_record
-from meshseg.data.records.reader import open_shard
 from meshseg.data.records.prepare import validation_entries
+from meshseg.data.records.reader import open_shard
 from meshseg.errors import ConfigError
 from meshseg.tools import baseline
 from tests.helpers.runs import PROJECT

@@ -8,10 +8,10 @@ from helpers.runs import tiny_config, train_tiny
 from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
 from tensorboard.plugins.mesh import plugin_data_pb2
 
-from meshseg.data.pipeline.inputs import MeshInputs
 from meshseg.data.pipeline.dataset import sample_meshes
-from meshseg.data.records.reader import open_shard
+from meshseg.data.pipeline.inputs import MeshInputs
 from meshseg.data.records.parse import parse_mesh_record
+from meshseg.data.records.reader import open_shard
 from meshseg.train.mesh_summaries import label_colors
 
 

@@ -215,7 +215,8 @@ def convert(dataset: Dataset, folder: Path) -> None:
     Raises:
       DataError: for a mesh or label file that does not convert (naming it).
     """
-    from meshseg.data.pipeline.sources import resolve_files  # imports TensorFlow: only when converting
+    # imports TensorFlow: only when converting
+    from meshseg.data.pipeline.sources import resolve_files
 
     data = OmegaConf.to_object(composed_config([f"experiment={dataset.experiment}",
                                                 f"data.root={folder}",

@@ -45,7 +45,8 @@ def derive(vertices: np.ndarray, triangles: np.ndarray, features: Sequence[str] 
     Args:
       vertices: float [V, 3] positions as read from the file (float32, relative to the
         record's origin); triangles: int [T, 3] indices in [0, V).
-      features: names among `meshseg.data.features.stored.STORED_FEATURES` (others, such as xyz, are ignored).
+      features: names among `meshseg.data.features.stored.STORED_FEATURES` (others, such
+        as xyz, are ignored).
       num_levels: L coarser levels (`meshseg.data.features.hierarchy.mesh_hierarchy`).
       coarsening: vertex-count ratio between levels, > 1.
       mesh_sha256, descriptor_cache: the mesh file's SHA-256 and the descriptor cache

@@ -20,7 +20,8 @@ import numpy as np
 
 from meshseg.config import feature_widths
 from meshseg.data.features.cache_entries import read_entry
-from meshseg.data.features.descriptors import heat_kernel_signature, normalized_positions, vertex_normals
+from meshseg.data.features.descriptors import (heat_kernel_signature, normalized_positions,
+                                               vertex_normals)
 from meshseg.outputs import write_atomically
 
 HKS_SETTINGS = {"num_times": feature_widths()["hks"], "t_min": 0.01, "t_max": 2.0,

@@ -48,7 +48,7 @@ from meshseg.data.mesh.declared_counts import check_declared_counts, off_header
 from meshseg.data.mesh.foreign import off_data_lines, read_label_file, text_lines
 from meshseg.data.mesh.polygons import triangulate
 from meshseg.data.mesh.validate import (FaceCounts, InvalidMeshError, float32_positions,
-                                   validate_geometry, validate_labels)
+                                        validate_geometry, validate_labels)
 
 LABEL_KINDS = ("vertex", "face")
 

@@ -20,17 +20,18 @@ import tensorflow as tf
 
 from meshseg.batch import MESH_ID, Level, mesh_features, padding_values, table_features
 from meshseg.config import AugmentConfig
+from meshseg.data.features.stored import STORED_FEATURES
 from meshseg.data.mesh.adjacency import mesh_edges
 from meshseg.data.pipeline.augment import augment_mesh
 from meshseg.data.pipeline.buckets import bucket_batch
-from meshseg.data.features.stored import STORED_FEATURES
 from meshseg.data.pipeline.inputs import MeshInputs
 from meshseg.data.pipeline.positional import fourier_features
 from meshseg.data.pipeline.principal_frame import to_principal_frame, triangle_areas, vertex_areas
 from meshseg.data.records.framing import HEADER_BYTES
+from meshseg.data.records.parse import (parse_adjacency, parse_features, parse_levels,
+                                        parse_mesh_record)
 from meshseg.data.records.reader import (BadRecordLog, check_shard, good_records, stored_adjacency,
-                                 stored_fields)
-from meshseg.data.records.parse import parse_adjacency, parse_features, parse_levels, parse_mesh_record
+                                         stored_fields)
 from meshseg.errors import DataError
 
 # Shards read at once; records are taken round-robin, one from each in turn.

@@ -21,14 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from meshseg.batch import level_key
 from meshseg.config import DataConfig, check_data_paths
 from meshseg.data.pipeline.buckets import (auto_boundaries, bucket_shapes, padding_fractions,
-                                  split_outlier_buckets)
-from meshseg.data.records.manifest import leftover_files, manifest_sizes, unlisted_shards
-from meshseg.data.pipeline.inputs import MeshInputs
+                                           split_outlier_buckets)
 from meshseg.data.pipeline.dataset import make_dataset, read_meshes
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.records.manifest import leftover_files, manifest_sizes, unlisted_shards
 from meshseg.data.records.prepare import VALIDATION, mesh_folder, prepare_mesh_folder
-from meshseg.batch import level_key
 from meshseg.data.records.reader import BadRecordLog, geometry_digests, stored_adjacency
 from meshseg.errors import ConfigError, DataError
 

@@ -58,7 +58,8 @@ def _one_thread_each() -> None:
 
 
 def _loaded_meshes(jobs: list[dict], workers: int):
-    """Yields `meshseg.data.records.job.convert_job` results in job order, using `workers` processes.
+    """Yields `meshseg.data.records.job.convert_job` results in job order, using `workers`
+    processes.
     Workers are spawned (not forked: the parent may run TensorFlow threads), each with one
     BLAS / OpenMP thread (`_one_thread_each`). When the caller stops early (an error, or a
     stop signal: `meshseg.signals.Stop`), the workers are ended at once (SIGTERM), not

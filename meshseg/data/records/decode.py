@@ -12,7 +12,8 @@ from tensorflow.core.framework import tensor_pb2
 from meshseg.config import ADJACENCY_LEVELS
 from meshseg.data.features.stored import STORED_FEATURES
 from meshseg.data.mesh.adjacency import ADJACENCY_FIELDS
-from meshseg.data.records.schema import ADJACENCY_FEATURES, LEVEL_FEATURES, MESH_TENSORS, level_field
+from meshseg.data.records.schema import (ADJACENCY_FEATURES, LEVEL_FEATURES, MESH_TENSORS,
+                                         level_field)
 
 
 def _tensor(example: tf.train.Example, name: str, dtype) -> np.ndarray:

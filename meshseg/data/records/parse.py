@@ -10,8 +10,7 @@ import tensorflow as tf
 from meshseg.data.features.stored import STORED_FEATURES
 from meshseg.data.mesh.adjacency import ADJACENCY_FIELDS
 from meshseg.data.records.schema import (ADJACENCY_FEATURES, ADJACENCY_SHAPES, FEATURE_SPEC,
-                                         LEVEL_FEATURES, LEVEL_SHAPES, MESH_TENSORS,
-                                         level_field)
+                                         LEVEL_FEATURES, LEVEL_SHAPES, MESH_TENSORS, level_field)
 
 
 def _assert_serialized_dtype(

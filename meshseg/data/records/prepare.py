@@ -13,12 +13,12 @@ The cache folder holds the shards, their manifests and `stamp.json`, which
 records the source files, their content hashes and the conversion settings (adjacency,
 stored features, hierarchy levels and coarsening included). A cache whose stamp differs
 from the current source or settings is rebuilt, and so is one whose stamp is damaged
-(named in a warning, `meshseg.data.features.cache_entries`): changing `data.features` to [xyz, hks] or
-`data.levels` reconverts the folder once (into the same `cache_dir`). The build happens in a
-temporary sibling folder that is renamed into place only when complete, so an
-interrupted build is never reused, and under an exclusive lock on a hidden sibling file
-(`.<cache name>.lock`, POSIX `flock`), so runs started together convert once: the others
-wait and then read the finished cache. Conversion is strict: a bad mesh fails the
+(named in a warning, `meshseg.data.features.cache_entries`): changing `data.features` to
+[xyz, hks] or `data.levels` reconverts the folder once (into the same `cache_dir`). The
+build happens in a temporary sibling folder that is renamed into place only when complete,
+so an interrupted build is never reused, and under an exclusive lock on a hidden sibling
+file (`.<cache name>.lock`, POSIX `flock`), so runs started together convert once: the
+others wait and then read the finished cache. Conversion is strict: a bad mesh fails the
 build with its file name.
 """
 
@@ -33,10 +33,10 @@ import numpy as np
 
 from meshseg.config import DataConfig
 from meshseg.data.features.cache_entries import DAMAGED, read_entry
-from meshseg.data.records.convert import convert_split, shard_paths, split_file_pairs
 from meshseg.data.features.stored import stored_features
-from meshseg.data.records.manifest import MANIFEST_FORMAT
 from meshseg.data.mesh.meshfiles import file_sha256
+from meshseg.data.records.convert import convert_split, shard_paths, split_file_pairs
+from meshseg.data.records.manifest import MANIFEST_FORMAT
 from meshseg.errors import ConfigError
 from meshseg.outputs import (check_output_dir, make_dirs, replace_dir, temporary_dir, write_text,
                              writing)

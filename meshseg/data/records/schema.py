@@ -11,7 +11,13 @@ One mesh is one `tf.train.Example` with five features:
   label >= 0 per vertex (-1 is the pipeline's padding marker, so it is refused).
 
 The demo's own `Dancer_*.tfrecords` files use exactly this schema, so they are
-read unchanged by `parse_mesh_record`.
+read unchanged by `meshseg.data.records.parse.parse_mesh_record`.
+
+This module holds the schema (each field's dtype and shape: `MESH_TENSORS`,
+`ADJACENCY_FEATURES`, `ADJACENCY_SHAPES`, `LEVEL_FEATURES`, `LEVEL_SHAPES`) and its
+encoder (`mesh_to_example`); both decoders read these tables: `meshseg.data.records.parse`
+with TF ops in the pipeline's graph, `meshseg.data.records.decode` in Python, for the check
+that names each bad record.
 
 Optional precomputed adjacency (`ADJACENCY_FEATURES`, written by the converter
 with `--adjacency edges|table`); readers of the demo schema ignore them:
@@ -37,8 +43,8 @@ readers of the demo schema ignore them too:
 import numpy as np
 import tensorflow as tf
 
-from meshseg.data.mesh.adjacency import ADJACENCY_FIELDS
 from meshseg.data.features.stored import STORED_FEATURES
+from meshseg.data.mesh.adjacency import ADJACENCY_FIELDS
 
 # The dtypes of a level's serialised fields (`level_field`).
 LEVEL_FEATURES = {"edges": tf.int32, "edge_weights": tf.float32, "parents": tf.int32}

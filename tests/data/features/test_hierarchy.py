@@ -11,8 +11,8 @@ from helpers.runs import PROJECT
 from helpers.shared_data import shared_data
 from meshseg.config import feature_widths
 from meshseg.data.features.derived import derive
-from meshseg.data.features.stored import stored_features
 from meshseg.data.features.hierarchy import decimate, mesh_hierarchy
+from meshseg.data.features.stored import stored_features
 
 
 def _sphere(subdivisions=4):

@@ -11,10 +11,10 @@ from scipy.spatial.transform import Rotation
 
 from meshseg.batch import level_key
 from meshseg.config import DataConfig
-from meshseg.data.pipeline.inputs import MeshInputs
 from meshseg.data.pipeline.dataset import make_dataset
-from meshseg.data.records.prepare import MeshFolder, prepare_mesh_folder
+from meshseg.data.pipeline.inputs import MeshInputs
 from meshseg.data.pipeline.principal_frame import principal_axes, to_principal_frame, vertex_areas
+from meshseg.data.records.prepare import MeshFolder, prepare_mesh_folder
 from meshseg.nn.unet import FeaStUNet
 
 

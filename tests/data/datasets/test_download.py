@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 import trimesh
 from helpers.records import count_records
+from helpers.runs import PROJECT
 
 from meshseg.config import CONFIG_DIR, composed_config
-from meshseg.data.datasets.registry import DATASETS, Archive
 from meshseg.data.datasets.download import check_manifest, download, extract, list_datasets
-from meshseg.data.download import main
 from meshseg.data.datasets.meshcnn import meshcnn_edges, vertex_labels, write_vertex_labels
+from meshseg.data.datasets.registry import DATASETS, Archive
+from meshseg.data.download import main
 from meshseg.errors import ConfigError, DataError
 
-PROJECT = Path(__file__).resolve().parents[2]
 
 
 class ArchiveServer(ThreadingHTTPServer):

@@ -8,8 +8,8 @@ import trimesh
 
 from conftest import _octant_mesh
 from meshseg.data.features.derived import derive
-from meshseg.data.mesh.meshfiles import load_geometry
 from meshseg.data.features.pose import ambiguity, principal_pose, turned
+from meshseg.data.mesh.meshfiles import load_geometry
 
 SAMPLE_MESH = "data/rna_sample/ply/4V83_BB.ply"
 

@@ -12,8 +12,8 @@ import trimesh
 from meshseg.config import (FOURIER_OCTAVES, AugmentConfig, DataConfig, composed_config,
                             feature_widths)
 from meshseg.data.features.stored import stored_features
-from meshseg.data.pipeline.inputs import MeshInputs
 from meshseg.data.pipeline.dataset import model_inputs, with_adjacency
+from meshseg.data.pipeline.inputs import MeshInputs
 from meshseg.data.pipeline.positional import fourier_features
 from meshseg.data.records.parse import parse_mesh_record
 from meshseg.data.records.schema import mesh_to_example

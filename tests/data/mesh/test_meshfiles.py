@@ -9,9 +9,9 @@ import trimesh
 from helpers.meshes import (CUT_MESH_REASONS, SEAM_OBJ, ascii_ply_text, off_text,
                             write_cut_meshes)
 from meshseg.data.mesh.meshfiles import (face_to_vertex_labels, load_geometry, load_label_file,
-                                    load_labelled_mesh, load_mesh)
-from meshseg.data.mesh.validate import (InvalidMeshError, count_suspicious_faces, validate_geometry,
-                                   validate_labels)
+                                         load_labelled_mesh, load_mesh)
+from meshseg.data.mesh.validate import (InvalidMeshError, count_suspicious_faces,
+                                        validate_geometry, validate_labels)
 
 QUAD_OBJ = "v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nf 1 2 3 4\n"
 QUAD_OFF = "OFF\n4 1 0\n0 0 0\n1 0 0\n1 1 0\n0 1 0\n4 0 1 2 3\n"

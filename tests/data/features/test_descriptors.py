@@ -12,8 +12,8 @@ from scipy.spatial.transform import Rotation
 from helpers.runs import PROJECT
 from meshseg.data.features import descriptors
 from meshseg.data.features.descriptors import (DENSE_EIGEN_MAX_VERTICES, area_weighted_centroid,
-                                      heat_kernel_signature, normalized_positions,
-                                      surface_area, vertex_normals)
+                                               heat_kernel_signature, normalized_positions,
+                                               surface_area, vertex_normals)
 
 
 def bumpy_ellipsoid(subdivisions: int = 3):

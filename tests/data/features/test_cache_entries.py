@@ -1,5 +1,5 @@
-"""Cache entries, read through `meshseg.data.features.cache_entries` and written through the one write
-path (`meshseg.outputs.write_atomically`): processes writing one entry at once never let a
+"""Cache entries, read through `meshseg.data.features.cache_entries` and written through the
+one write path (`meshseg.outputs.write_atomically`): processes writing one entry at once never let a
 reader see part of it, and a damaged entry is named and read as missing."""
 
 import json

@@ -12,12 +12,12 @@ import trimesh
 from helpers.records import derived_record
 from meshseg.batch import level_key, padding_values
 from meshseg.config import AugmentConfig
-from meshseg.data.pipeline.augment import augment_mesh
-from meshseg.data.pipeline.buckets import bucket_shapes
 from meshseg.data.features.derived import derive
 from meshseg.data.features.descriptors import normalized_positions
-from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.pipeline.augment import augment_mesh
+from meshseg.data.pipeline.buckets import bucket_shapes
 from meshseg.data.pipeline.dataset import make_dataset, normalize_vertices
+from meshseg.data.pipeline.inputs import MeshInputs
 from meshseg.data.records.decode import decode_mesh_record
 from meshseg.data.records.parse import parse_features, parse_levels, parse_mesh_record
 from meshseg.data.records.reader import BadRecordError, check_shard

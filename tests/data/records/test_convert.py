@@ -21,10 +21,10 @@ from helpers.records import count_records
 from helpers.runs import CONFIG_DIR, PROJECT
 from meshseg.config import DataConfig
 from meshseg.data.convert import main
+from meshseg.data.pipeline.sources import resolve_files
 from meshseg.data.records.convert import convert_split
 from meshseg.data.records.manifest import manifest_path, read_manifest
 from meshseg.data.records.parse import parse_mesh_record
-from meshseg.data.pipeline.sources import resolve_files
 from meshseg.errors import ConfigError, DataError
 
 RNA_SAMPLE = PROJECT / "data" / "rna_sample"

@@ -6,8 +6,8 @@ import tensorflow as tf
 
 from meshseg.config import AugmentConfig
 from meshseg.data.pipeline.augment import augment_vertices
-from meshseg.errors import ConfigError
 from meshseg.data.pipeline.dataset import make_dataset
+from meshseg.errors import ConfigError
 
 SEED = tf.constant([3, 4], tf.int64)
 

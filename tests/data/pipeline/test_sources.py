@@ -1,4 +1,5 @@
-"""Specification of `build_datasets` (meshseg.data.pipeline.sources) and the human_parts experiment."""
+"""Specification of `build_datasets` (meshseg.data.pipeline.sources) and the human_parts
+experiment."""
 
 import json
 
@@ -13,9 +14,9 @@ from helpers.graphs import fan_grid
 from helpers.runs import CONFIG_DIR
 from helpers.shared_data import SHARED_DATA, needs_shared_data
 from meshseg.batch import level_key
+from meshseg.data.pipeline.sources import build_datasets, check_overlap
 from meshseg.data.records.convert import convert_split
 from meshseg.data.records.reader import shard_compression
-from meshseg.data.pipeline.sources import build_datasets, check_overlap
 from meshseg.errors import ConfigError, DataError
 
 HUMAN_PARTS = SHARED_DATA / "human_parts"
@@ -149,7 +150,7 @@ def test_human_parts_experiment_composes_with_8_classes_and_24_by_override():
 @NEEDS_HUMAN_PARTS
 def test_human_parts_converts_to_a_cache_and_yields_8_class_batches(tmp_path):
     # One coarser level, xyz only: the HKS of 40 meshes would take minutes without the
-    # descriptor cache (tests/data/test_data_features.py covers stored features).
+    # descriptor cache (tests/data/records/test_stored_features.py covers stored features).
     cfg = _config("experiment=human_parts", f"data.root={HUMAN_PARTS}",
                   f"data.cache_dir={tmp_path / 'cache'}", "data.features=[xyz]",
                   "data.levels=1", "data.descriptor_cache=null").data

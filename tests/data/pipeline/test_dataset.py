@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 from meshseg.data.mesh.adjacency import mesh_edges
-from meshseg.data.pipeline.inputs import MeshInputs
 from meshseg.data.pipeline.dataset import make_dataset, normalize_vertices
+from meshseg.data.pipeline.inputs import MeshInputs
 from meshseg.data.records.reader import BadRecordError
 
 

@@ -5,9 +5,9 @@ import pytest
 import tensorflow as tf
 import trimesh
 
-from meshseg.data.pipeline.buckets import (auto_boundaries, bucket_shapes, padding_fractions,
-                                  split_outlier_buckets)
 from meshseg.batch import without_mesh_ids
+from meshseg.data.pipeline.buckets import (auto_boundaries, bucket_shapes, padding_fractions,
+                                           split_outlier_buckets)
 from meshseg.data.pipeline.dataset import make_dataset
 from meshseg.data.records.schema import mesh_to_example
 

@@ -13,8 +13,8 @@ from helpers.meshes import write_octant_folder
 from helpers.runs import CONFIG_DIR, scalars, tiny_config, train_tiny
 from helpers.shared_data import shared_data
 from meshseg.config import DataConfig
-from meshseg.data.pipeline.inputs import MeshInputs
 from meshseg.data.pipeline.dataset import make_dataset
+from meshseg.data.pipeline.inputs import MeshInputs
 from meshseg.data.records import prepare
 from meshseg.data.records.prepare import MeshFolder, prepare_mesh_folder, validation_entries
 from meshseg.errors import ConfigError
