@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from meshseg.data.records import mesh_to_example
+from meshseg.data.records.schema import mesh_to_example
 
 pytest_plugins = ["helpers.suite_rules"]
 

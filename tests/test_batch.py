@@ -7,7 +7,7 @@ import trimesh
 from helpers.graphs import fan_grid
 from meshseg.batch import (LABEL_PADDING, MESH_ID, PADDING_VALUES, as_batch, mesh_features,
                            real_vertices, table_from_edges, without_mesh_ids)
-from meshseg.data.adjacency import mesh_edges
+from meshseg.data.mesh.adjacency import mesh_edges
 
 
 def sphere_adjacency():

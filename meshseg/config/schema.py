@@ -18,8 +18,8 @@ PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16", "auto")
 ROTATIONS = ("none", "up", "so3")
 # Per-vertex input features (`data.features`) and their widths: positions as normalised
 # (`data.center`, `data.scale`) and augmented, their Fourier features (sin, cos at
-# data.fourier_octaves octave frequencies: `meshseg.data.positional`), unit vertex normals,
-# and the heat kernel signature (`meshseg.data.descriptors`). The first two are computed
+# data.fourier_octaves octave frequencies: `meshseg.data.pipeline.positional`), unit vertex normals,
+# and the heat kernel signature (`meshseg.data.features.descriptors`). The first two are computed
 # from the positions when a mesh is read (POSITION_FEATURES), the others stored in the records.
 FOURIER_OCTAVES = 6  # data.fourier_octaves' default: periods 2 .. 1/16 on a unit-area mesh
 
@@ -40,7 +40,7 @@ SCHEDULES = ("exponential", "cosine")  # optimizer.schedule
 CLASS_WEIGHTS = ("none", "inverse_sqrt_frequency")  # loss.class_weights
 DATA_SOURCES = ("mesh_folder", "tfrecords")
 # How much adjacency a converted record stores, from least to most (`data.adjacency`; the
-# record fields of each: `meshseg.data.adjacency.ADJACENCY_FIELDS`): "none" (computed when
+# record fields of each: `meshseg.data.mesh.adjacency.ADJACENCY_FIELDS`): "none" (computed when
 # read), "edges" (the 1-ring edge list), "table" (also the neighbour table).
 ADJACENCY_LEVELS = ("none", "edges", "table")
 LOOPS = ("custom", "keras")
@@ -50,7 +50,7 @@ RUN_CONFIG = "run_config.yaml"  # a run's settings, in its run directory (`save_
 
 @dataclass
 class AugmentConfig:
-    """Training-only augmentation of the vertex positions (`meshseg.data.augment`).
+    """Training-only augmentation of the vertex positions (`meshseg.data.pipeline.augment`).
 
     Attributes:
       rotation: "none", "up" (uniform angle about `up_axis`) or "so3" (uniform over all
@@ -123,7 +123,7 @@ class DataConfig:
     train_split: str = "train.txt"
     test_split: str = "test.txt"
     # Meshes of the training split held out for validation (0: none): a fixed choice drawn
-    # with validation_seed (`meshseg.data.prepare.validation_entries`). With a validation
+    # with validation_seed (`meshseg.data.records.prepare.validation_entries`). With a validation
     # split, the run evaluates on it every eval_every steps and on the test split once, at
     # its last step, so no setting is chosen by the test score.
     validation_meshes: int = 0
@@ -131,7 +131,7 @@ class DataConfig:
     validation_shards: int = 1
     # Evaluation (validation and test) on meshes turned by a seeded rotation uniform over
     # SO(3), moved and scaled, one motion per mesh file, applied before the converter
-    # derives anything (`meshseg.data.pose.turned`): none | so3. Training augmentation is
+    # derives anything (`meshseg.data.features.pose.turned`): none | so3. Training augmentation is
     # `augment`.
     eval_rotation: str = "none"
     eval_rotation_seed: int = 0
@@ -159,7 +159,7 @@ class DataConfig:
     scale: str = "rms"  # rms (RMS radius 1, the demo's) | unit_area (surface area 1) | none
     # none | pca: each mesh turned into its principal frame (area-weighted second moment's
     # axes, signs by the third moment) after any rotation, so a turned mesh reads the same
-    # (`meshseg.data.principal_frame`)
+    # (`meshseg.data.pipeline.principal_frame`)
     frame: str = "none"
     skip_bad_records: bool = False  # log, count and skip bad records instead of failing
     overlap: str = "warn"  # a mesh in both splits or twice in one: warn | refuse

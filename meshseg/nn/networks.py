@@ -19,7 +19,7 @@ def build_network(num_classes: int, impl: str, settings: Mapping, input_width: i
       num_classes, impl, xla, precision: as `MeshSegmentationNet`.
       settings: the `model` group as a dict (`dataclasses.asdict(ModelConfig)`); the
         fields of the network's `Network.settings` are passed on, the others ignored.
-      input_width: F of features["inputs"] (`meshseg.data.inputs.MeshInputs.width`).
+      input_width: F of features["inputs"] (`meshseg.data.pipeline.inputs.MeshInputs.width`).
 
     Raises:
       ValueError: for a name not in `NETWORKS`.

@@ -41,7 +41,7 @@ def icosphere_batch(num_vertices: int, batch_size: int, num_classes: int, seed: 
     import trimesh
 
     from meshseg.batch import mesh_features
-    from meshseg.data.adjacency import mesh_edges
+    from meshseg.data.mesh.adjacency import mesh_edges
 
     mesh = trimesh.creation.icosphere(subdivisions=ICOSPHERE_SIZES[num_vertices])
     edges, weights = mesh_edges(np.asarray(mesh.faces), num_vertices)
@@ -110,7 +110,7 @@ def unet_batch(overrides: list, batch_size: int, jit: bool, model: str = "feastn
       features and labels int32 [B, V].
     """
     from meshseg.config import train_config
-    from meshseg.data.sources import build_datasets
+    from meshseg.data.pipeline.sources import build_datasets
 
     config = train_config([*overrides, f"model={model}", f"data.batch_size={batch_size}"])
     train_ds, _, _ = build_datasets(config.data, seed=0, jit=jit)
@@ -126,7 +126,7 @@ def model_and_batch(config: Dict):
     `build_network` in the job's precision, its variables created."""
     import dataclasses
 
-    from meshseg.data.inputs import MeshInputs
+    from meshseg.data.pipeline.inputs import MeshInputs
     from meshseg.nn.networks import build_network
     from meshseg.registry import NETWORKS
 

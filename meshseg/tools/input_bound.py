@@ -63,7 +63,7 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, Opti
     from meshseg.train.distribute import set_threads
 
     set_threads(composed.threads, composed.inter_op_threads)  # before tensorflow-graphics runs ops
-    from meshseg.data.inputs import MeshInputs
+    from meshseg.data.pipeline.inputs import MeshInputs
     from meshseg.train.run import (build_loss, build_model, build_optimizer, load_data,
                                    typed_config)
     from meshseg.train.step import TrainStep, median_step_ms

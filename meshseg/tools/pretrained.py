@@ -31,8 +31,8 @@ from typing import Dict, List, Optional
 
 from meshseg.cli import command, distinct_from_inputs, existing_dir
 from meshseg.console import shell_command, start_tensorflow_quietly
-from meshseg.data.foreign import list_file_lines
-from meshseg.data.meshfiles import load_label_file
+from meshseg.data.mesh.foreign import list_file_lines
+from meshseg.data.mesh.meshfiles import load_label_file
 from meshseg.errors import ConfigError
 from meshseg.outputs import write_atomically, write_json
 from meshseg.config import load_run_config

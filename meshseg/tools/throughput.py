@@ -42,7 +42,7 @@ def measure_throughput(files: list[str], batch_size: int = 4, passes: int = 2,
     start_tensorflow_quietly()
     import tensorflow as tf
 
-    from meshseg.data.pipeline import make_dataset
+    from meshseg.data.pipeline.dataset import make_dataset
 
     if passes < 1:
         raise ValueError(f"passes must be >= 1, got {passes}")

@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Sequence
 import keras
 import tensorflow as tf
 
-from meshseg.data.cache_entries import read_entry
+from meshseg.data.features.cache_entries import read_entry
 from meshseg.errors import ConfigError
 from meshseg.nn.networks import build_network
 from meshseg.outputs import write_json
@@ -73,7 +73,7 @@ def choose_impl(features, labels, jit: bool, num_classes: int, model_kwargs: Dic
     Measurements are stored in `cache_file` (JSON: key -> {impl: median ms, or null for
     one whose step would cross to a GPU's host}) so a later run with the same shapes, jit,
     device and model sizes reuses them. The file is read and written as every cache is
-    (`meshseg.data.cache_entries`): a damaged one is named in a warning and measured again,
+    (`meshseg.data.features.cache_entries`): a damaged one is named in a warning and measured again,
     and it is replaced atomically.
 
     Raises:

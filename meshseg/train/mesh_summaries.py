@@ -34,9 +34,10 @@ class MeshSummaries:
     """Writes the mesh summaries of a few test meshes.
 
     Args:
-      samples: (features, labels, triangles) per mesh, as `meshseg.data.pipeline.sample_meshes`
-        gives them: `meshseg.batch.mesh_features` of one mesh (no batch axis), int32 [V]
-        labels, int32 [T, 3] triangles. Empty: nothing is written.
+      samples: (features, labels, triangles) per mesh, as
+        `meshseg.data.pipeline.dataset.sample_meshes` gives them:
+        `meshseg.batch.mesh_features` of one mesh (no batch axis), int32 [V] labels, int32
+        [T, 3] triangles. Empty: nothing is written.
       model: the network; called on one mesh at a time (a batch of one, not compiled).
     """
 

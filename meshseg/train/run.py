@@ -21,9 +21,9 @@ import tensorflow as tf
 from meshseg.config import (LossConfig, ModelConfig, OptimizerConfig, TrainConfig, check,
                             test_evaluations)
 from meshseg.console import runnable_command, shell_command
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.pipeline import sample_meshes
-from meshseg.data.sources import DataInfo, build_datasets, evaluation_dataset
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.pipeline.dataset import sample_meshes
+from meshseg.data.pipeline.sources import DataInfo, build_datasets, evaluation_dataset
 from meshseg.errors import DataError, OutputError
 from meshseg.nn.networks import build_network
 from meshseg.outputs import write_atomically, write_failure_cause, writing
@@ -84,7 +84,7 @@ def typed_config(composed: TrainConfig) -> TrainConfig:
 
 
 def load_data(config: TrainConfig):
-    """`meshseg.data.sources.build_datasets` of the run's data settings.
+    """`meshseg.data.pipeline.sources.build_datasets` of the run's data settings.
 
     Raises:
       ConfigError: for a missing path or glob, or labels that do not fit num_classes.

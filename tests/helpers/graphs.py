@@ -15,7 +15,7 @@ import trimesh
 
 import meshseg.nn.ops
 from meshseg.batch import PADDING_VALUES, mesh_features
-from meshseg.data.adjacency import mesh_edges
+from meshseg.data.mesh.adjacency import mesh_edges
 
 VARIABLE_NAMES = ("var_u", "var_v", "var_c", "var_w", "var_b")
 
@@ -206,7 +206,7 @@ def assert_close_to_max(actual, expected, rtol: float, name: str = "") -> None:
     assert error <= rtol * scale, f"{name}: max error {error:.3g} > {rtol:g} * {scale:.3g}"
 
 
-# --- Triangle meshes as the padded feature dicts of meshseg.data.pipeline -------------------
+# --- Triangle meshes as the padded feature dicts of meshseg.data.pipeline.dataset ---------
 
 def mesh_batch(meshes: Sequence[trimesh.Trimesh]) -> Dict[str, tf.Tensor]:
     """A padded batch of meshes in the batch contract (`meshseg.batch`): each mesh's

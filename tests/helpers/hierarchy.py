@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from meshseg.batch import Level, mesh_features, padding_values
-from meshseg.data.adjacency import mesh_edges
+from meshseg.data.mesh.adjacency import mesh_edges
 
 
 def grid_faces(rows: int, cols: int) -> np.ndarray:

@@ -12,9 +12,9 @@ def count_records(files: list) -> int:
 
 def derived_record(vertices, triangles, labels, features=(), levels: int = 0) -> bytes:
     """A serialized mesh record with the converter's stored `features` and `levels`
-    (`meshseg.data.derived.derive`, `meshseg.data.records.mesh_to_example`)."""
-    from meshseg.data.derived import derive
-    from meshseg.data.records import mesh_to_example
+    (`meshseg.data.features.derived.derive`, `meshseg.data.records.schema.mesh_to_example`)."""
+    from meshseg.data.features.derived import derive
+    from meshseg.data.records.schema import mesh_to_example
 
     derived = derive(vertices, triangles, features, levels)
     return mesh_to_example(vertices, triangles, labels, features=derived.features,
@@ -27,7 +27,7 @@ def non_finite_tetrahedron_record() -> bytes:
     finite one and its 'vertices' field replaced."""
     import numpy as np
 
-    from meshseg.data.records import mesh_to_example
+    from meshseg.data.records.schema import mesh_to_example
 
     vertices = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], np.float32)
     example = tf.train.Example.FromString(mesh_to_example(

@@ -12,7 +12,7 @@ import trimesh
 from helpers.graphs import VARIABLE_NAMES, assert_close_to_max, mesh_batch, random_variables
 from meshseg.batch import (NeighborTable, reverse_slots, table_features, table_from_edges,
                            with_reverse_slots)
-from meshseg.data.adjacency import mesh_edges
+from meshseg.data.mesh.adjacency import mesh_edges
 from meshseg.nn.model import batch_table
 from meshseg.nn.ops.gather_matmul import gather_matmul
 from meshseg.nn.ops.gather_sum import gather_sum

@@ -11,13 +11,14 @@ import pytest
 import tensorflow as tf
 import trimesh
 
-from meshseg.data import descriptor_cache
-from meshseg.data.convert import convert_split, split_file_pairs
-from meshseg.data.meshfiles import file_sha256, load_geometry
-from meshseg.data.positional import fourier_features
-from meshseg.data.principal_frame import principal_axes, vertex_areas
-from meshseg.data.reader import decode_mesh_record, open_shard
-from meshseg.data.prepare import validation_entries
+from meshseg.data.features import descriptor_cache
+from meshseg.data.mesh.meshfiles import file_sha256, load_geometry
+from meshseg.data.pipeline.positional import fourier_features
+from meshseg.data.pipeline.principal_frame import principal_axes, vertex_areas
+from meshseg.data.records.convert import convert_split, split_file_pairs
+from meshseg.data.records.decode import decode_mesh_record
+from meshseg.data.records.prepare import validation_entries
+from meshseg.data.records.reader import open_shard
 from meshseg.errors import ConfigError
 from meshseg.tools import baseline
 from tests.helpers.runs import PROJECT

@@ -16,11 +16,11 @@ from hydra import compose, initialize_config_dir
 from helpers.runs import CONFIG_DIR, PROJECT, tiny_config, train_tiny
 from meshseg.batch import without_mesh_ids
 from meshseg.config import FOURIER_OCTAVES
-from meshseg.data.convert import convert_split
-from meshseg.data.meshfiles import load_geometry, load_labelled_mesh
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.pipeline import make_dataset
-from meshseg.data.records import mesh_to_example
+from meshseg.data.mesh.meshfiles import load_geometry, load_labelled_mesh
+from meshseg.data.pipeline.dataset import make_dataset
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.records.convert import convert_split
+from meshseg.data.records.schema import mesh_to_example
 from meshseg.errors import ConfigError, DataError
 from meshseg.tools.predict import (InputSettings, evaluate_test_split, input_settings, load_model,
                                    main, mesh_inputs, predict_files, read_meshes)

@@ -11,8 +11,8 @@ import trimesh
 
 from helpers.meshes import write_octant_folder
 from helpers.runs import tiny_config, train_tiny
-from meshseg.data.meshfiles import load_geometry
-from meshseg.data.pose import turned
+from meshseg.data.features.pose import turned
+from meshseg.data.mesh.meshfiles import load_geometry
 from meshseg.tools.predict import (evaluate_test_files, evaluate_test_split, input_settings,
                                    load_model, main, pretrained_run_dir, predict_labels)
 

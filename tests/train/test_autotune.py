@@ -12,10 +12,10 @@ import pytest
 
 from helpers.meshes import write_sphere_folder
 from helpers.runs import PROJECT, tiny_config, train_tiny
-from meshseg.data import descriptor_cache
-from meshseg.data.meshfiles import file_sha256, load_geometry
+from meshseg.data.features import descriptor_cache
+from meshseg.data.mesh.meshfiles import file_sha256, load_geometry
 from meshseg.train import autotune
-from meshseg.data.pipeline import make_dataset
+from meshseg.data.pipeline.dataset import make_dataset
 
 MODEL = {"conv_channels": [8, 8], "hidden_channels": 16, "num_weight_matrices": 4}
 

@@ -60,7 +60,7 @@ from meshseg.config import DataConfig, StrategyConfig
 from meshseg.train.distribute import configure_runtime
 strategy = configure_runtime(0, StrategyConfig(name="mirrored", cpu_devices=2))
 from meshseg.config import ModelConfig, OptimizerConfig
-from meshseg.data.sources import build_datasets
+from meshseg.data.pipeline.sources import build_datasets
 from meshseg.train.run import build_model, build_optimizer
 from meshseg.train.step import TrainStep
 data = DataConfig(name="t", source="tfrecords", num_classes=6, train_files=sys.argv[1],

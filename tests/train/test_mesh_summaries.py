@@ -8,10 +8,10 @@ from helpers.runs import tiny_config, train_tiny
 from tensorboard.backend.event_processing.plugin_event_accumulator import EventAccumulator
 from tensorboard.plugins.mesh import plugin_data_pb2
 
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.pipeline import sample_meshes
-from meshseg.data.reader import open_shard
-from meshseg.data.records import parse_mesh_record
+from meshseg.data.pipeline.dataset import sample_meshes
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.records.parse import parse_mesh_record
+from meshseg.data.records.reader import open_shard
 from meshseg.train.mesh_summaries import label_colors
 
 
@@ -78,7 +78,7 @@ def test_summaries_meshes_0_writes_no_mesh(tiny_dataset, tmp_path):
 @pytest.mark.slow
 def test_a_run_skips_a_corrupt_test_record_and_shows_and_scores_the_other_three(
         tiny_dataset, tmp_path, caplog):
-    from meshseg.data.framing import HEADER_BYTES, frames
+    from meshseg.data.records.framing import HEADER_BYTES, frames
     from meshseg.tools.predict import evaluate_test_split
 
     records = [r.numpy() for r in open_shard(tiny_dataset["test"])] * 2  # 4 test meshes

@@ -15,9 +15,9 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from helpers.runs import CONFIG_DIR, PROJECT, scalars, tiny_config, train_tiny
-from meshseg.data.meshfiles import load_labelled_mesh
-from meshseg.data.pipeline import make_dataset
-from meshseg.data.records import mesh_to_example
+from meshseg.data.mesh.meshfiles import load_labelled_mesh
+from meshseg.data.pipeline.dataset import make_dataset
+from meshseg.data.records.schema import mesh_to_example
 from meshseg.nn.model import MeshSegmentationNet
 from meshseg.nn.networks import build_network
 from meshseg.nn.ops import IMPLEMENTATIONS

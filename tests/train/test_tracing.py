@@ -8,8 +8,8 @@ import tensorflow as tf
 import trimesh
 
 from helpers.records import derived_record
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.pipeline import make_dataset
+from meshseg.data.pipeline.dataset import make_dataset
+from meshseg.data.pipeline.inputs import MeshInputs
 from meshseg.nn.unet import FeaStUNet
 from meshseg.train.evaluate import make_predict_step
 from meshseg.train.step import TrainStep

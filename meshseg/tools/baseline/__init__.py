@@ -19,7 +19,7 @@ the baseline reads the same mesh folder, label files (`data.labels`, `data.label
 validation split (`data.validation_meshes`), the validation meshes, learning from the
 training meshes without them, as a choosing run does; without one, the test split.
 `--split test` scores the test split of a config with a validation split; `--split
-validation` refuses a config without one. Each vertex gets the `--features` of its mesh (`meshseg.data.descriptors`):
+validation` refuses a config without one. Each vertex gets the `--features` of its mesh (`meshseg.data.features.descriptors`):
 
 - `xyz`: the position centred at the mesh's area-weighted centroid, the mesh scaled to
   unit area (3 channels; not `data.center` / `data.scale`), in the mesh's principal
@@ -28,12 +28,12 @@ validation` refuses a config without one. Each vertex gets the `--features` of i
   of the robust Laplacian, each channel as log minus its area-weighted mean (16 channels);
 - `normals`: the area-weighted unit vertex normal (3 channels);
 - `xyz_fourier`: sin and cos of that `xyz` at `data.fourier_octaves` octave frequencies,
-  by the function a run uses (`meshseg.data.positional`; 6 channels per octave; a run
+  by the function a run uses (`meshseg.data.pipeline.positional`; 6 channels per octave; a run
   encodes its own `data.center` / `data.scale` positions, the same as these in the
   presets of `experiment=rna`).
 
 Descriptors are cached per mesh in `--cache-dir` (default: `data.descriptor_cache`;
-`meshseg.data.descriptor_cache`, shared with the converter), so a second run, or a
+`meshseg.data.features.descriptor_cache`, shared with the converter), so a second run, or a
 conversion of the same meshes with `data.features` hks, reads them back. A
 classifier (`--classifier`: scikit-learn's HistGradientBoostingClassifier, or an
 MLPClassifier on standardised features where trees are too slow for hundreds of classes)
@@ -71,12 +71,12 @@ import numpy as np
 from meshseg.cli import at_least, command, distinct_from_inputs, output_dir
 from meshseg.config import data_root, train_config
 from meshseg.console import shell_command, start_tensorflow_quietly
-from meshseg.data.prepare import mesh_folder
-from meshseg.data.prepare import split_pairs as prepare_split_pairs
-from meshseg.data.descriptor_cache import DESCRIPTORS
-from meshseg.data.descriptor_cache import mesh_descriptors as cached_descriptors
-from meshseg.data.meshfiles import file_sha256, load_geometry, load_label_file
-from meshseg.data.validate import InvalidMeshError, validate_labels
+from meshseg.data.features.descriptor_cache import DESCRIPTORS
+from meshseg.data.features.descriptor_cache import mesh_descriptors as cached_descriptors
+from meshseg.data.mesh.meshfiles import file_sha256, load_geometry, load_label_file
+from meshseg.data.mesh.validate import InvalidMeshError, validate_labels
+from meshseg.data.records.prepare import mesh_folder
+from meshseg.data.records.prepare import split_pairs as prepare_split_pairs
 from meshseg.errors import ConfigError, DataError
 from meshseg.outputs import write_atomically, write_json, write_text
 

@@ -13,12 +13,12 @@ import numpy as np
 from meshseg.cli import at_least, command, distinct_from_inputs, output_dir
 from meshseg.config import data_root, train_config
 from meshseg.console import shell_command, start_tensorflow_quietly
-from meshseg.data.prepare import mesh_folder
-from meshseg.data.prepare import split_pairs as prepare_split_pairs
-from meshseg.data.descriptor_cache import DESCRIPTORS
-from meshseg.data.descriptor_cache import mesh_descriptors as cached_descriptors
-from meshseg.data.meshfiles import file_sha256, load_geometry, load_label_file
-from meshseg.data.validate import InvalidMeshError, validate_labels
+from meshseg.data.records.prepare import mesh_folder
+from meshseg.data.records.prepare import split_pairs as prepare_split_pairs
+from meshseg.data.features.descriptor_cache import DESCRIPTORS
+from meshseg.data.features.descriptor_cache import mesh_descriptors as cached_descriptors
+from meshseg.data.mesh.meshfiles import file_sha256, load_geometry, load_label_file
+from meshseg.data.mesh.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 from meshseg.outputs import write_atomically, write_json
 
@@ -47,7 +47,7 @@ def scored_split(data, split: str) -> str:
 
 def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
     """{split: (mesh paths, label paths)} of the composed `data` config's mesh folder,
-    resolved by the converter's own `meshseg.data.prepare.split_pairs` (its split files;
+    resolved by the converter's own `meshseg.data.records.prepare.split_pairs` (its split files;
     with `data.validation_meshes`, the training split without the validation meshes, so
     the baseline learns from the network's training meshes, and the "validation" split).
 
@@ -69,7 +69,7 @@ def split_pairs(data) -> dict[str, tuple[list[Path], list[Path]]]:
 
 def mesh_descriptors(mesh_path: Path, cache_dir: Path | None, frame: str = "none"
                      ) -> dict[str, np.ndarray]:
-    """{"xyz", "hks", "normals"} of one mesh file (`meshseg.data.descriptor_cache`), read
+    """{"xyz", "hks", "normals"} of one mesh file (`meshseg.data.features.descriptor_cache`), read
     from `cache_dir` when computed before (by the baseline or the converter); with `frame`
     "pca" (`data.frame`), xyz and normals turned into the mesh's principal frame.
 
@@ -91,11 +91,11 @@ def in_principal_frame(descriptors: dict[str, np.ndarray], triangles: np.ndarray
                        ) -> dict[str, np.ndarray]:
     """`descriptors` with xyz and normals (float32 [V, 3]) turned into the principal frame
     of the mesh (int [T, 3] `triangles`), by the function a run uses
-    (`meshseg.data.principal_frame.to_principal_frame`)."""
+    (`meshseg.data.pipeline.principal_frame.to_principal_frame`)."""
     start_tensorflow_quietly()
     import tensorflow as tf
 
-    from meshseg.data.principal_frame import to_principal_frame, vertex_areas
+    from meshseg.data.pipeline.principal_frame import to_principal_frame, vertex_areas
     xyz = tf.constant(descriptors["xyz"], tf.float32)
     areas = vertex_areas(xyz, tf.constant(triangles, tf.int32))
     turned, normals = to_principal_frame(xyz, areas, tf.constant(descriptors["normals"],
@@ -104,10 +104,10 @@ def in_principal_frame(descriptors: dict[str, np.ndarray], triangles: np.ndarray
 
 
 def fourier_features_np(xyz: np.ndarray, octaves: int) -> np.ndarray:
-    """float32 [V, 6 * octaves] `meshseg.data.positional.fourier_features` of float32
+    """float32 [V, 6 * octaves] `meshseg.data.pipeline.positional.fourier_features` of float32
     [V, 3] xyz."""
     start_tensorflow_quietly()
-    from meshseg.data.positional import fourier_features
+    from meshseg.data.pipeline.positional import fourier_features
     return fourier_features(xyz, octaves).numpy()
 
 

@@ -1,10 +1,10 @@
 """Per-vertex predictions of a trained run on mesh files, and on the run's test split.
 
 Inputs are built exactly as the pipeline builds them: the mesh is loaded and checked as
-the converter loads it (`meshseg.data.meshfiles.load_geometry`); the run's stored features
+the converter loads it (`meshseg.data.mesh.meshfiles.load_geometry`); the run's stored features
 (normals, HKS) and mesh hierarchy (`data.levels`, `data.coarsening`) are derived by the
-converter's own function (`meshseg.data.derived.derive`); and the pipeline's functions
-build the feature dict (`meshseg.data.pipeline`: adjacency, the run's `data.center` /
+converter's own function (`meshseg.data.features.derived.derive`); and the pipeline's functions
+build the feature dict (`meshseg.data.pipeline.dataset`: adjacency, the run's `data.center` /
 `data.scale`, "inputs" in the order of `data.features`).
 
 Command line:
@@ -35,7 +35,7 @@ evaluated on, as it evaluated them: `evaluate_test_split`) and prints the accura
 IoU; `--eval-rotation so3` instead turns, moves and scales each test mesh *file* by a
 seeded motion and predicts it from the turned file through the whole input path
 (`evaluate_test_files`): the figure a user with meshes in other orientations gets.
-Under `data.frame=pca` each mesh is read in its canonical pose (`meshseg.data.pose`); a
+Under `data.frame=pca` each mesh is read in its canonical pose (`meshseg.data.features.pose`); a
 mesh whose frame is ambiguous is named in a warning line.
 
 The command line checks its arguments (the run, the mesh files, the folders) before it
@@ -59,12 +59,12 @@ import trimesh
 from meshseg.cli import command, distinct_from_inputs, existing_dir, existing_file, output_dir
 from meshseg.config import data_root, load_run_config
 from meshseg.console import start_tensorflow_quietly
-from meshseg.data.derived import derive
-from meshseg.data.foreign import check_keras_archive
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.meshfiles import load_geometry, load_label_file
-from meshseg.data.pose import ambiguity, principal_pose
-from meshseg.data.validate import InvalidMeshError, validate_labels
+from meshseg.data.features.derived import derive
+from meshseg.data.mesh.foreign import check_keras_archive
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.mesh.meshfiles import load_geometry, load_label_file
+from meshseg.data.features.pose import ambiguity, principal_pose
+from meshseg.data.mesh.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 from meshseg.outputs import write_atomically
 from meshseg.train.rundir import MODEL_FILE

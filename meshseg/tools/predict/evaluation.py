@@ -18,12 +18,12 @@ import trimesh
 from meshseg.cli import command, distinct_from_inputs, existing_dir, existing_file, output_dir
 from meshseg.config import data_root, load_run_config
 from meshseg.console import start_tensorflow_quietly
-from meshseg.data.derived import derive
-from meshseg.data.foreign import check_keras_archive
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.meshfiles import load_geometry, load_label_file
-from meshseg.data.pose import ambiguity, principal_pose
-from meshseg.data.validate import InvalidMeshError, validate_labels
+from meshseg.data.features.derived import derive
+from meshseg.data.mesh.foreign import check_keras_archive
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.mesh.meshfiles import load_geometry, load_label_file
+from meshseg.data.features.pose import ambiguity, principal_pose
+from meshseg.data.mesh.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 from meshseg.outputs import write_atomically
 from meshseg.train.rundir import MODEL_FILE
@@ -56,8 +56,8 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3) -> Dict:
     Raises:
       DataError: naming the shard, if a test shard the run recorded is gone.
     """
-    from meshseg.data.pipeline import make_dataset
-    from meshseg.data.reader import BadRecordLog, check_shard
+    from meshseg.data.pipeline.dataset import make_dataset
+    from meshseg.data.records.reader import BadRecordLog, check_shard
     from meshseg.train.evaluate import confusion_matrix, make_predict_step
     from meshseg.train.metrics import BoundaryAccuracy, mean_iou
 
@@ -88,7 +88,7 @@ def evaluate_test_files(run_dir: str, turn_seed: Optional[int] = 0,
                         split_file: Optional[str] = None) -> Dict:
     """Evaluates a run's model on its test mesh *files*, as a user gives them: each test
     mesh file of the run's mesh folder is (with `turn_seed`) turned by a rotation uniform
-    over SO(3), moved and scaled (`meshseg.data.pose.turned`, drawn from the seed and the
+    over SO(3), moved and scaled (`meshseg.data.features.pose.turned`, drawn from the seed and the
     file's SHA-256) and written as a binary PLY file, then predicted from that file through
     predict's whole input path (`load_geometry`, then `mesh_inputs`: pose, features and
     hierarchy derived from the file). `split_file` (entries relative to the run's
@@ -106,10 +106,10 @@ def evaluate_test_files(run_dir: str, turn_seed: Optional[int] = 0,
     """
     import tempfile
 
-    from meshseg.data.adjacency import mesh_edges
-    from meshseg.data.meshfiles import file_sha256
-    from meshseg.data.pose import turned
-    from meshseg.data.prepare import mesh_folder, split_pairs
+    from meshseg.data.mesh.adjacency import mesh_edges
+    from meshseg.data.mesh.meshfiles import file_sha256
+    from meshseg.data.features.pose import turned
+    from meshseg.data.records.prepare import mesh_folder, split_pairs
     from meshseg.train.metrics import BoundaryAccuracy, mean_iou
 
     config, settings = load_run_config(run_dir), input_settings(run_dir)

@@ -18,12 +18,12 @@ import trimesh
 from meshseg.cli import command, distinct_from_inputs, existing_dir, existing_file, output_dir
 from meshseg.config import data_root, load_run_config
 from meshseg.console import start_tensorflow_quietly
-from meshseg.data.derived import derive
-from meshseg.data.foreign import check_keras_archive
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.meshfiles import load_geometry, load_label_file
-from meshseg.data.pose import ambiguity, principal_pose
-from meshseg.data.validate import InvalidMeshError, validate_labels
+from meshseg.data.features.derived import derive
+from meshseg.data.mesh.foreign import check_keras_archive
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.mesh.meshfiles import load_geometry, load_label_file
+from meshseg.data.features.pose import ambiguity, principal_pose
+from meshseg.data.mesh.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 from meshseg.outputs import write_atomically
 from meshseg.train.rundir import MODEL_FILE
@@ -148,7 +148,7 @@ def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
     Before anything is written, `check_inputs_kept` makes sure no output replaces a file
     the call reads (even with `overwrite`), and `check_outputs` that no output replaces
     another (earlier outputs in `out_dir` only with `overwrite`). Each mesh is loaded and checked
-    as the converter loads and checks it (`meshseg.data.meshfiles.load_geometry`, and with
+    as the converter loads and checks it (`meshseg.data.mesh.meshfiles.load_geometry`, and with
     `labels_dir` its label file with `validate_labels`); a mesh that fails is listed in
     `failures` with its reason and the others go on. Written labels are the predicted
     classes minus the run's label offset, i.e. in the label files' convention. With

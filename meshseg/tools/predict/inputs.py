@@ -17,12 +17,12 @@ import trimesh
 from meshseg.cli import command, distinct_from_inputs, existing_dir, existing_file, output_dir
 from meshseg.config import data_root, load_run_config
 from meshseg.console import start_tensorflow_quietly
-from meshseg.data.derived import derive
-from meshseg.data.foreign import check_keras_archive
-from meshseg.data.inputs import MeshInputs
-from meshseg.data.meshfiles import load_geometry, load_label_file
-from meshseg.data.pose import ambiguity, principal_pose
-from meshseg.data.validate import InvalidMeshError, validate_labels
+from meshseg.data.features.derived import derive
+from meshseg.data.mesh.foreign import check_keras_archive
+from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.data.mesh.meshfiles import load_geometry, load_label_file
+from meshseg.data.features.pose import ambiguity, principal_pose
+from meshseg.data.mesh.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 from meshseg.outputs import write_atomically
 from meshseg.train.rundir import MODEL_FILE
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class InputSettings:
     """What a run's inputs need: classes K, the features, levels and normalisation
-    (`meshseg.data.inputs.MeshInputs`), the hierarchy's coarsening, its test split's
+    (`meshseg.data.pipeline.inputs.MeshInputs`), the hierarchy's coarsening, its test split's
     shards, the offset its label files were read with (class = label + offset), and
     whether it skipped bad records (`data.skip_bad_records`)."""
 
@@ -84,7 +84,7 @@ def load_model(run_dir: str) -> keras.Model:
 
     Raises:
       DataError: naming the file as damaged if it is not a whole Keras archive
-        (`meshseg.data.foreign.check_keras_archive`).
+        (`meshseg.data.mesh.foreign.check_keras_archive`).
     """
     import keras
 
@@ -115,8 +115,8 @@ def mesh_inputs(vertices: np.ndarray, triangles: np.ndarray,
     import tensorflow as tf
 
     from meshseg.batch import as_batch
-    from meshseg.data.adjacency import mesh_edges
-    from meshseg.data.pipeline import model_inputs, with_adjacency
+    from meshseg.data.mesh.adjacency import mesh_edges
+    from meshseg.data.pipeline.dataset import model_inputs, with_adjacency
 
     inputs = settings.inputs
     vertices = np.asarray(vertices, np.float32)
@@ -143,8 +143,8 @@ def predict_labels(model: keras.Model, vertices: np.ndarray, triangles: np.ndarr
 def read_meshes(files: List[str]) -> Iterator[Dict[str, np.ndarray]]:
     """Yields the meshes of TFRecord shards in file order: vertices float32 [V, 3],
     triangles int32 [T, 3], labels int32 [V]."""
-    from meshseg.data.reader import good_records
-    from meshseg.data.records import parse_mesh_record
+    from meshseg.data.records.reader import good_records
+    from meshseg.data.records.parse import parse_mesh_record
 
     for path in files:
         for _, serialized in good_records(path):
