@@ -11,7 +11,7 @@ from typing import List, Optional
 import keras
 import tensorflow as tf
 
-from meshseg.errors import DataError, OutputError, RunDirError
+from meshseg.errors import DataError, OutputError
 from meshseg.outputs import write_text, writing
 from meshseg.train.ownership import check_checkpoint_owner, record_checkpoint_owner
 

@@ -6,6 +6,9 @@
 - Tests skipped because ../shared/data is absent (`helpers.shared_data`) are counted in
   one line at the end of the run; with MESHSEG_REQUIRE_SHARED_DATA=1 each such skip is a
   failure instead.
+- `-n auto` (pyproject's addopts) starts one worker per core, at most `MAX_WORKERS`: each
+  worker holds TensorFlow and starts trainings of its own, so more would trade memory
+  for little.
 - No test leaves a program running (Linux): the pytest process is made a child subreaper
   (prctl PR_SET_CHILD_SUBREAPER), so every process a test starts, and every process those
   start, stays a descendant of pytest even when its parent dies. After each test, one still
@@ -21,6 +24,12 @@ from helpers import leftovers
 from helpers.shared_data import SKIP_REASON
 
 REQUIRE_SHARED_DATA = "MESHSEG_REQUIRE_SHARED_DATA"
+MAX_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker per core the process may use, at most `MAX_WORKERS`."""
+    return max(1, min(len(os.sched_getaffinity(0)), MAX_WORKERS))
 
 
 def pytest_collection_modifyitems(config, items):

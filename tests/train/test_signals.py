@@ -67,9 +67,12 @@ def signalled_when(command: list, ready, signum: int = signal.SIGTERM, cwd: Path
                    settle_s: float = 0.0, timeout: float = 120) -> tuple[int, str]:
     """Starts `command` in `cwd`, sends it `signum` once `ready(pid)` holds (`wait_until`)
     and `settle_s` s more have passed, and returns (exit status, output); a process that
-    outlives `timeout` s after the signal is killed."""
+    outlives `timeout` s after the signal is killed. The command starts with SIGINT's
+    default disposition, as from a terminal: pytest run as a background job (`&`) has
+    SIGINT ignored, and a child inherits that."""
     process = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+                               stderr=subprocess.STDOUT, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         wait_until(lambda: ready(process.pid), process)
         time.sleep(settle_s)

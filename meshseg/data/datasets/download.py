@@ -13,10 +13,9 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from omegaconf import OmegaConf
 from tqdm.auto import tqdm
 
-from meshseg.config import composed_config
+from meshseg.config import train_config
 from meshseg.console import hydra_override, shell_command
 from meshseg.data.datasets.registry import DATASETS, Archive, Dataset, manifest_entries
 from meshseg.data.mesh.meshfiles import file_sha256
@@ -210,7 +209,7 @@ def download(dataset: Dataset, root: Path, accept_license: bool = False,
 def convert(dataset: Dataset, folder: Path) -> None:
     """Converts the data set to records as the first `python train.py
     experiment=<experiment> data.root=<folder>` would (its settings composed by
-    `meshseg.config.composed_config`), so that run starts training at once.
+    `meshseg.config.train_config`), so that run starts training at once.
 
     Raises:
       DataError: for a mesh or label file that does not convert (naming it).
@@ -218,9 +217,8 @@ def convert(dataset: Dataset, folder: Path) -> None:
     # imports TensorFlow: only when converting
     from meshseg.data.pipeline.sources import resolve_files
 
-    data = OmegaConf.to_object(composed_config([f"experiment={dataset.experiment}",
-                                                f"data.root={folder}",
-                                                *dataset.overrides])).data
+    data = train_config([f"experiment={dataset.experiment}", f"data.root={folder}",
+                         *dataset.overrides]).data
     files = resolve_files(data)
     print(f"records: {len(files['train'])} train and {len(files['test'])} test shard(s)"
           + (f" in {data.cache_dir}" if data.cache_dir else ""))

@@ -1,25 +1,7 @@
 """The baseline's classifiers: scikit-learn's per vertex (`build_classifier`), or the
 label transfer from the nearest training meshes (`NearestMeshTransfer`)."""
 
-import argparse
-import os
-import sys
-import time
-from pathlib import Path
-
 import numpy as np
-
-from meshseg.cli import at_least, command, distinct_from_inputs, output_dir
-from meshseg.config import data_root, train_config
-from meshseg.console import shell_command, start_tensorflow_quietly
-from meshseg.data.records.prepare import mesh_folder
-from meshseg.data.records.prepare import split_pairs as prepare_split_pairs
-from meshseg.data.features.descriptor_cache import DESCRIPTORS
-from meshseg.data.features.descriptor_cache import mesh_descriptors as cached_descriptors
-from meshseg.data.mesh.meshfiles import file_sha256, load_geometry, load_label_file
-from meshseg.data.mesh.validate import InvalidMeshError, validate_labels
-from meshseg.errors import ConfigError, DataError
-from meshseg.outputs import write_atomically, write_json
 
 
 def build_classifier(name: str, max_iter: int, seed: int):

@@ -4,39 +4,27 @@ another (`predict_files`)."""
 
 from __future__ import annotations
 
-import argparse
-import itertools
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 import numpy as np
 import trimesh
 
-from meshseg.cli import command, distinct_from_inputs, existing_dir, existing_file, output_dir
-from meshseg.config import data_root, load_run_config
-from meshseg.console import start_tensorflow_quietly
-from meshseg.data.features.derived import derive
-from meshseg.data.mesh.foreign import check_keras_archive
-from meshseg.data.pipeline.inputs import MeshInputs
+from meshseg.cli import distinct_from_inputs
 from meshseg.data.mesh.meshfiles import load_geometry, load_label_file
 from meshseg.data.features.pose import ambiguity, principal_pose
 from meshseg.data.mesh.validate import InvalidMeshError, validate_labels
-from meshseg.errors import ConfigError, DataError
+from meshseg.errors import ConfigError
 from meshseg.outputs import write_atomically
-from meshseg.train.rundir import MODEL_FILE
-from meshseg.train.summary import RunSummary
 
-from meshseg.tools.predict.inputs import (InputSettings, input_settings, load_model,
-                                          mesh_inputs, predict_labels, read_meshes,
+from meshseg.tools.predict.inputs import (input_settings, load_model, predict_labels,
                                           run_label_offset)
 
 if TYPE_CHECKING:
-    import keras
-
-    import tensorflow as tf
+    pass
 
 
 def write_prediction(out_dir: str, stem: str, vertices: np.ndarray, triangles: np.ndarray,

@@ -3,28 +3,17 @@ built exactly as the pipeline builds its inputs (`meshseg.tools.predict`)."""
 
 from __future__ import annotations
 
-import argparse
-import itertools
 import os
-import sys
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional
 
 import numpy as np
-import trimesh
 
-from meshseg.cli import command, distinct_from_inputs, existing_dir, existing_file, output_dir
-from meshseg.config import data_root, load_run_config
-from meshseg.console import start_tensorflow_quietly
+from meshseg.config import load_run_config
 from meshseg.data.features.derived import derive
 from meshseg.data.mesh.foreign import check_keras_archive
 from meshseg.data.pipeline.inputs import MeshInputs
-from meshseg.data.mesh.meshfiles import load_geometry, load_label_file
-from meshseg.data.features.pose import ambiguity, principal_pose
-from meshseg.data.mesh.validate import InvalidMeshError, validate_labels
-from meshseg.errors import ConfigError, DataError
-from meshseg.outputs import write_atomically
+from meshseg.errors import ConfigError
 from meshseg.train.rundir import MODEL_FILE
 from meshseg.train.summary import RunSummary
 
