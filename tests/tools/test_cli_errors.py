@@ -156,6 +156,16 @@ CASES = [
          "--labels-dir nope", "no such folder"),
     case("predict-out-is-a-file", PREDICT, "run meshes/good.off --out train.txt", 2,
          "--out train.txt", "is a file"),
+    case("predict-no-hierarchy", PREDICT, "run meshes/good.off --hierarchies 0", 2,
+         "--hierarchies must be at least 1"),
+    case("predict-hierarchies-of-a-network-without-levels", PREDICT,
+         "run_demo meshes/good.off --hierarchies 2", 2, "--hierarchies 2",
+         "run_demo reads no mesh hierarchy"),
+    case("predict-validation-split-of-a-run-that-held-none-out", PREDICT,
+         "run --validation-split", 2, "run held out no validation meshes"),
+    case("predict-validation-split-with-a-split-file", PREDICT,
+         "run_chose --validation-split --split-file train.txt", 2,
+         "--split-file replaces the test split"),
     case("predict-two-meshes-one-stem", PREDICT, "run meshes/good.off other/good.off", 2,
          "meshes/good.off and other/good.off", "separate calls"),
 
@@ -204,12 +214,14 @@ CASES = [
 ]
 
 
-def _write_finished_run(run_dir, with_model: bool) -> None:
-    """A run directory as a finished run leaves it (settings and summary), with an
-    empty `model.keras` when `with_model` (not a zip: a damaged model)."""
+def _write_finished_run(run_dir, with_model: bool, overrides: tuple = ()) -> None:
+    """A run directory as a finished run leaves it (settings composed with `overrides`,
+    and summary), with an empty `model.keras` when `with_model` (not a zip: a damaged
+    model)."""
     os.makedirs(run_dir)
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        OmegaConf.save(compose(config_name="train"), os.path.join(run_dir, RUN_CONFIG))
+        OmegaConf.save(compose(config_name="train", overrides=list(overrides)),
+                       os.path.join(run_dir, RUN_CONFIG))
     RunSummary(impl="gather_matmul", replicas=1, test_files=[], steps=1, wall_time_s=1.0,
                pid=1, median_step_time_ms=None, min_step_time_ms=None, max_step_time_ms=None,
                compile_time_s=0.0, num_compilations=1, peak_rss_mib=1.0).save(run_dir)
@@ -237,6 +249,9 @@ def workspace(tmp_path_factory):
     (root / "bad_summary" / "summary.json").write_text('{"steps": 3}')
     _write_finished_run(root / "run", with_model=True)
     _write_finished_run(root / "run_without_model", with_model=False)
+    _write_finished_run(root / "run_demo", with_model=True, overrides=("model=demo",))
+    _write_finished_run(root / "run_chose", with_model=True,
+                        overrides=("data.validation_meshes=2",))
     _write_foreign_files(root)
     return root
 

@@ -11,10 +11,13 @@ import trimesh
 
 from helpers.meshes import write_octant_folder
 from helpers.runs import tiny_config, train_tiny
+from meshseg.batch import level_key
 from meshseg.data.features.pose import turned
 from meshseg.data.mesh.meshfiles import load_geometry
-from meshseg.tools.predict import (evaluate_test_files, evaluate_test_split, input_settings,
-                                   load_model, main, pretrained_run_dir, predict_labels)
+from meshseg.tools.predict import (evaluate_test_files, evaluate_test_split,
+                                   hierarchy_inputs, input_settings, load_model, main,
+                                   mesh_inputs, predict_labels, predict_probabilities,
+                                   pretrained_run_dir)
 
 SAMPLE_MESH = Path("data/rna_sample/ply/4V83_BB.ply")
 
@@ -30,6 +33,21 @@ def folder_run(tmp_path_factory):
                       "data.frame=pca", "data.center=area_centroid", "data.scale=unit_area",
                       "data.features=[xyz,normals]",
                       f"data.cache_dir={tmp_path_factory.mktemp('cache')}", "steps=4")
+    train_tiny(cfg, run_dir)
+    return run_dir, root
+
+
+@pytest.fixture(scope="module")
+def unet_run(tmp_path_factory):
+    """Two steps of the U-Net (2 levels) on a mesh folder of 4 training meshes, one held
+    out as the validation split, and 2 test meshes."""
+    root = write_octant_folder(tmp_path_factory.mktemp("folder"), 4, 2)
+    run_dir = tmp_path_factory.mktemp("run")
+    cfg = tiny_config({"train": "unused", "test": "unused", "num_classes": 6},
+                      "data.source=mesh_folder", f"data.root={root}", "data.meshes=meshes",
+                      "data.validation_meshes=1", "data.features=[xyz]",
+                      "model=feastnet_unet", "data.levels=2",
+                      f"data.cache_dir={tmp_path_factory.mktemp('cache')}", "steps=2")
     train_tiny(cfg, run_dir)
     return run_dir, root
 
@@ -54,6 +72,54 @@ def test_turned_test_files_are_predicted_from_the_turned_files(folder_run, capsy
     assert scored == (f"{run_dir}: test split (3 meshes, each mesh file turned, moved and "
                       f"scaled at random (seed 0)): accuracy {moved['accuracy']:.4f}, "
                       f"mean IoU {moved['mean_iou']:.4f}")
+
+
+def test_averaged_hierarchies_are_the_mean_of_each_hierarchys_probabilities(unet_run):
+    """`--hierarchies 3`: the converter's hierarchy first (the inputs of `mesh_inputs`),
+    then two seeded draws that group the vertices differently; the probabilities are the
+    mean of the three softmaxes, and one hierarchy's labels are the logits' argmax."""
+    run_dir, root = unet_run
+    settings, model = input_settings(str(run_dir)), load_model(str(run_dir))
+    mesh = load_geometry(root / "meshes" / "test1.ply")  # 162 vertices
+    batches = list(hierarchy_inputs(mesh.vertices, mesh.triangles, settings, 3))
+    single = mesh_inputs(mesh.vertices, mesh.triangles, settings)
+    parents = [[np.asarray(batch[level_key(level, "parents")]) for level in (1, 2)]
+               for batch in batches + [single]]
+    for got, want in zip(parents[0], parents[3]):
+        np.testing.assert_array_equal(got, want)
+    assert any(not np.array_equal(a, b) for a, b in zip(parents[0], parents[1]))
+    assert any(not np.array_equal(a, b) for a, b in zip(parents[1], parents[2]))
+    logits = [np.asarray(model(batch, training=False), np.float64)[0] for batch in batches]
+    softmax = [np.exp(x - x.max(-1, keepdims=True)) for x in logits]
+    expected = np.mean([s / s.sum(-1, keepdims=True) for s in softmax], axis=0)
+    probabilities = predict_probabilities(model, mesh.vertices, mesh.triangles, settings, 3)
+    np.testing.assert_allclose(probabilities, expected, rtol=1e-6)
+    np.testing.assert_allclose(probabilities.sum(-1), 1.0, rtol=1e-9)
+    np.testing.assert_array_equal(
+        predict_labels(model, mesh.vertices, mesh.triangles, settings, 3),
+        expected.argmax(-1))
+    np.testing.assert_array_equal(
+        predict_labels(model, mesh.vertices, mesh.triangles, settings), logits[0].argmax(-1))
+
+
+def test_the_validation_split_scores_the_training_meshes_the_run_held_out(
+        unet_run, capsys):
+    """`--validation-split`: the mesh file the run held out of its 4 training meshes
+    (data.validation_meshes=1), never a test file; the printed figures are that file's."""
+    run_dir, root = unet_run
+    result = evaluate_test_files(str(run_dir), turn_seed=None, hierarchies=2,
+                                 split="validation")
+    [scored] = result["predictions"]
+    assert result["num_meshes"] == 1 and Path(scored).name.startswith("train")
+    geometry = load_geometry(scored)
+    labels = np.loadtxt(root / "labels" / f"{Path(scored).stem}.txt", dtype=np.int64)
+    predictions = predict_labels(load_model(str(run_dir)), geometry.vertices,
+                                 geometry.triangles, input_settings(str(run_dir)), 2)
+    assert result["accuracy"] == pytest.approx(np.mean(predictions == labels))
+    main([str(run_dir), "--validation-split", "--hierarchies", "2"])
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"{run_dir}: validation split (1 meshes, 2 hierarchies each): accuracy "
+        f"{result['accuracy']:.4f}, mean IoU {result['mean_iou']:.4f}")
 
 
 def test_a_split_file_scores_the_files_it_lists(folder_run, tmp_path, capsys):

@@ -13,7 +13,8 @@ Command line:
         [--labels-dir my/labels] [--picture] [--overwrite]
     python -m meshseg.tools.predict --pretrained rna my/molecule.ply   # a shipped model
     python -m meshseg.tools.predict outputs/<run> --test-split [--eval-rotation so3] \\
-        [--split-file FILE]
+        [--split-file FILE] [--hierarchies K]
+    python -m meshseg.tools.predict outputs/<run> --validation-split [--hierarchies K]
 
 writes `<out>/<stem>.ply` (the mesh, vertices coloured by predicted class) and
 `<out>/<stem>.txt` (one predicted label per line, in the label files' convention: class
@@ -37,6 +38,14 @@ seeded motion and predicts it from the turned file through the whole input path
 (`evaluate_test_files`): the figure a user with meshes in other orientations gets.
 Under `data.frame=pca` each mesh is read in its canonical pose (`meshseg.data.features.pose`); a
 mesh whose frame is ambiguous is named in a warning line.
+
+`--hierarchies K` (default 1) averages the class probabilities of K mesh hierarchies of
+each mesh: the converter's, and K-1 decimated from positions moved by seeded noise
+(`meshseg.data.features.hierarchy.jittered_hierarchy`), for meshes and `--test-split`
+(which then predicts the test mesh files). The quadric decimation is chaotic, so one
+hierarchy's prediction changes with float rounding (a turned copy of a file); the average
+changes far less and is more accurate. `--validation-split` scores the mesh files the run
+held out as its validation split (`data.validation_meshes`), where K is chosen.
 
 The command line checks its arguments (the run, the mesh files, the folders) before it
 imports TensorFlow, which the functions that need it import themselves: a mistake ends
@@ -67,6 +76,7 @@ from meshseg.data.features.pose import ambiguity, principal_pose
 from meshseg.data.mesh.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 from meshseg.outputs import write_atomically
+from meshseg.registry import NETWORKS
 from meshseg.train.rundir import MODEL_FILE
 from meshseg.train.summary import RunSummary
 
@@ -97,20 +107,39 @@ def pretrained_run_dir(name: str) -> str:
     return str(PRETRAINED_DIR / name)
 
 
+def check_hierarchies(run_dir: str, hierarchies: int) -> None:
+    """`--hierarchies`' check.
+
+    Raises:
+      ConfigError: for K < 1, or K > 1 for a run whose network reads no mesh hierarchy
+        (one not `multi_scale` in `meshseg.registry.NETWORKS`, e.g. the demo network).
+    """
+    if hierarchies < 1:
+        raise ConfigError(f"--hierarchies must be at least 1, got {hierarchies}")
+    input_settings(run_dir)  # a finished run's, else ConfigError
+    model = load_run_config(run_dir).model.name
+    if hierarchies > 1 and not NETWORKS[model].multi_scale:
+        raise ConfigError(f"--hierarchies {hierarchies}: the run in {run_dir} reads no mesh "
+                          f"hierarchy (model={model}); leave it out")
+
+
 def check_arguments(run_dir: str, mesh_paths: List[str], out_dir: str,
                     labels_dir: Optional[str], overwrite: bool,
-                    label_offset: Optional[int] = None, picture: bool = False) -> None:
+                    label_offset: Optional[int] = None, picture: bool = False,
+                    hierarchies: int = 1) -> None:
     """The command line's checks, made before TensorFlow is imported.
 
     Raises:
       ConfigError: naming the argument: a run directory that does not exist, holds no
         finished run or no model.keras; a mesh file that does not exist; a `--labels-dir`
         that is not a folder; an `--out` that is a file; a `--label-offset` other than the
-        run's (`run_label_offset`); or a `check_inputs_kept` or `check_outputs` refusal.
+        run's (`run_label_offset`); a `check_hierarchies`, `check_inputs_kept` or
+        `check_outputs` refusal.
       DataError: if the run's model.keras is damaged (`check_keras_archive`).
     """
     existing_dir("run_dir", run_dir)
     run_label_offset(input_settings(run_dir), label_offset)
+    check_hierarchies(run_dir, hierarchies)
     if not os.path.isfile(os.path.join(run_dir, MODEL_FILE)):
         raise ConfigError(f"{run_dir} holds no {MODEL_FILE}; give the directory of a run "
                           "that finished")
@@ -125,8 +154,9 @@ def check_arguments(run_dir: str, mesh_paths: List[str], out_dir: str,
 
 
 def score_test_split(args: argparse.Namespace) -> None:
-    """`--test-split`: prints the accuracy and mean IoU of the run's (or the shipped
-    model's) model on its test split, rotated with `--eval-rotation so3` (seed 0), the
+    """`--test-split` (`--validation-split`): prints the accuracy and mean IoU of the run's
+    (or the shipped model's) model on its test (validation) split, the mesh files turned
+    with `--eval-rotation so3` (seed 0), each averaged over `--hierarchies`, the
     mean IoU of its classes by frequency quarter (`iou_by_frequency`), and the accuracy
     on and off label boundaries (`BoundaryAccuracy`).
 
@@ -139,31 +169,42 @@ def score_test_split(args: argparse.Namespace) -> None:
         run_dir, meshes = pretrained_run_dir(args.pretrained), args.paths
     else:
         run_dir, meshes = (args.paths[0] if args.paths else None), args.paths[1:]
+    split = "validation" if args.validation_split else "test"
+    flag = f"--{split}-split"
     if run_dir is None or meshes:
-        raise ConfigError("--test-split takes a run directory (or --pretrained NAME) and no "
+        raise ConfigError(f"{flag} takes a run directory (or --pretrained NAME) and no "
                           "mesh files")
     if args.labels_dir or args.picture or args.label_offset is not None:
-        raise ConfigError("--test-split reads the labels of the run's records: leave out "
+        raise ConfigError(f"{flag} reads the labels of the run's split: leave out "
                           "--labels-dir, --label-offset and --picture")
+    if args.test_split and args.validation_split:
+        raise ConfigError("--test-split and --validation-split: give one")
     existing_dir("run_dir", run_dir)
-    input_settings(run_dir)
-    start_tensorflow_quietly()
+    check_hierarchies(run_dir, args.hierarchies)
+    if args.validation_split:
+        check_validation_split(run_dir)
     rotated = args.eval_rotation == "so3"
     if args.split_file:
+        if args.validation_split:
+            raise ConfigError("--split-file replaces the test split: only with --test-split")
         existing_file("--split-file", args.split_file)
-    result = (evaluate_test_files(run_dir, 0 if rotated else None, args.split_file)
-              if rotated or args.split_file else evaluate_test_split(run_dir, keep_meshes=0))
-    print(f"{run_dir}: test split ({result['num_meshes']} meshes"
+    start_tensorflow_quietly()
+    files = rotated or args.split_file or args.hierarchies > 1 or args.validation_split
+    result = (evaluate_test_files(run_dir, 0 if rotated else None, args.split_file,
+                                  args.hierarchies, split)
+              if files else evaluate_test_split(run_dir, keep_meshes=0))
+    print(f"{run_dir}: {split} split ({result['num_meshes']} meshes"
           f"{' of ' + args.split_file if args.split_file else ''}"
           f"{', each mesh file turned, moved and scaled at random (seed 0)' if rotated else ''}"
+          f"{f', {args.hierarchies} hierarchies each' if args.hierarchies > 1 else ''}"
           f"): accuracy {result['accuracy']:.4f}, mean IoU {result['mean_iou']:.4f}")
     from meshseg.train.metrics import iou_by_frequency
-    print("mean IoU of the classes by test vertex count, rarest quarter first: " + "; ".join(
+    print(f"mean IoU of the classes by {split} vertex count, rarest quarter first: " + "; ".join(
         f"{group['mean_iou']:.3f} ({group['classes']} classes of {group['min_vertices']}-"
         f"{group['max_vertices']} vertices)" for group in iou_by_frequency(result["confusion"])))
     boundary = result["boundary"]
     print(f"label boundaries (a 1-ring neighbour of another class): "
-          f"{boundary['boundary_fraction']:.1%} of the test vertices, accuracy "
+          f"{boundary['boundary_fraction']:.1%} of the {split} vertices, accuracy "
           f"{boundary['boundary_accuracy']:.4f} there and {boundary['interior_accuracy']:.4f} "
           f"elsewhere; {boundary['boundary_error_fraction']:.1%} of the errors")
 
@@ -183,6 +224,13 @@ def main(argv: Optional[List[str]] = None) -> None:
                              "mesh files trimesh reads (OFF, PLY, OBJ, ...)")
     parser.add_argument("--test-split", action="store_true",
                         help="score the run's test split (its records) instead of mesh files")
+    parser.add_argument("--validation-split", action="store_true",
+                        help="score the mesh files of the run's validation split (the "
+                             "training meshes it held out) instead of mesh files")
+    parser.add_argument("--hierarchies", type=int, default=1, metavar="K",
+                        help="average the class probabilities of K mesh hierarchies of "
+                             "each mesh (the first the converter's, the others from seeded "
+                             "noise)")
     parser.add_argument("--eval-rotation", choices=("none", "so3"), default="none",
                         help="with --test-split: turn, move and scale each test mesh file "
                              "(seeded) and predict it from the turned file (data.eval_rotation)")
@@ -203,7 +251,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--overwrite", action="store_true",
                         help="replace outputs of an earlier call in --out")
     args = parser.parse_args(argv)
-    if args.test_split:
+    if args.test_split or args.validation_split:
         score_test_split(args)
         return
     if args.eval_rotation != "none" or args.split_file:
@@ -218,10 +266,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     else:
         run_dir, meshes = args.paths[0], args.paths[1:]
     check_arguments(run_dir, meshes, args.out, args.labels_dir, args.overwrite,
-                    args.label_offset, args.picture)
+                    args.label_offset, args.picture, args.hierarchies)
     start_tensorflow_quietly()
     result = predict_files(run_dir, meshes, args.out, args.labels_dir, args.label_offset,
-                           args.overwrite, args.picture)
+                           args.overwrite, args.picture, args.hierarchies)
     print(f"wrote {len(result.written)} prediction{'' if len(result.written) == 1 else 's'} "
           f"to {args.out}")
     for path, accuracy in result.accuracies.items():

@@ -1,6 +1,7 @@
 """A trained run's model scored on its test split: on the records it was evaluated on
-(`evaluate_test_split`), or on the test mesh files turned by a seeded motion
-(`evaluate_test_files`), `python -m meshseg.tools.predict <run> --test-split`."""
+(`evaluate_test_split`), or on the test (or validation) mesh files, as they are or turned
+by a seeded motion (`evaluate_test_files`), `python -m meshseg.tools.predict <run>
+--test-split` (`--validation-split`)."""
 
 from __future__ import annotations
 
@@ -69,8 +70,18 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3) -> Dict:
             "meshes": meshes}
 
 
+def check_validation_split(run_dir: str) -> None:
+    """Raises ConfigError if the run in `run_dir` held out no validation meshes
+    (`data.validation_meshes=0`): there is no validation split to score."""
+    if not load_run_config(run_dir).data.validation_meshes:
+        raise ConfigError(f"the run in {run_dir} held out no validation meshes "
+                          "(data.validation_meshes=0): score its test split, or a run that "
+                          "chose its settings")
+
+
 def evaluate_test_files(run_dir: str, turn_seed: Optional[int] = 0,
-                        split_file: Optional[str] = None) -> Dict:
+                        split_file: Optional[str] = None, hierarchies: int = 1,
+                        split: str = "test") -> Dict:
     """Evaluates a run's model on its test mesh *files*, as a user gives them: each test
     mesh file of the run's mesh folder is (with `turn_seed`) turned by a rotation uniform
     over SO(3), moved and scaled (`meshseg.data.features.pose.turned`, drawn from the seed and the
@@ -78,7 +89,10 @@ def evaluate_test_files(run_dir: str, turn_seed: Optional[int] = 0,
     predict's whole input path (`load_geometry`, then `mesh_inputs`: pose, features and
     hierarchy derived from the file). `split_file` (entries relative to the run's
     `data.root`/`data.meshes`, e.g. `meshseg.tools.baseline --novel-split`) replaces the
-    run's test split file.
+    run's test split file. Each mesh's prediction averages `hierarchies` mesh hierarchies
+    (`predict_probabilities`). `split="validation"` scores the validation meshes the run
+    held out of its training split (`data.validation_meshes`) instead: the split a
+    setting of prediction is chosen on.
 
     Returns:
       the keys of `evaluate_test_split` (meshes empty), and predictions: {mesh path: int32
@@ -86,7 +100,8 @@ def evaluate_test_files(run_dir: str, turn_seed: Optional[int] = 0,
 
     Raises:
       ConfigError: for a run whose data is not a mesh folder (its test meshes are records
-        only), or whose mesh folder is not where its settings say.
+        only), or whose mesh folder is not where its settings say; for
+        split="validation", a run that held out no validation meshes.
       DataError: for a test mesh or label file that is missing or invalid.
     """
     import tempfile
@@ -101,10 +116,12 @@ def evaluate_test_files(run_dir: str, turn_seed: Optional[int] = 0,
     if config.data.source != "mesh_folder":
         raise ConfigError(f"evaluating test mesh files needs a mesh-folder run: the run in "
                           f"{run_dir} read TFRecords (data.source={config.data.source})")
+    if split == "validation":
+        check_validation_split(run_dir)
     config.data.root = str(data_root(config.data))
     if split_file is not None:
         config.data.test_split = os.path.abspath(split_file)
-    mesh_paths, label_paths = split_pairs(mesh_folder(config.data))["test"]
+    mesh_paths, label_paths = split_pairs(mesh_folder(config.data))[split]
     model = load_model(run_dir)
     confusion = np.zeros((settings.num_classes,) * 2, np.int64)
     boundary = BoundaryAccuracy()
@@ -121,7 +138,8 @@ def evaluate_test_files(run_dir: str, turn_seed: Optional[int] = 0,
                 trimesh.Trimesh(moved, geometry.triangles, process=False).export(path)
                 geometry = load_geometry(path)
                 os.remove(path)
-            predictions = predict_labels(model, geometry.vertices, geometry.triangles, settings)
+            predictions = predict_labels(model, geometry.vertices, geometry.triangles, settings,
+                                         hierarchies)
             predicted[str(mesh_path)] = predictions
             np.add.at(confusion, (labels, predictions), 1)
             edges, _ = mesh_edges(geometry.triangles, len(geometry.vertices))

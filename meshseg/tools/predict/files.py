@@ -130,7 +130,8 @@ class Predictions:
 
 def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
                   labels_dir: Optional[str] = None, label_offset: Optional[int] = None,
-                  overwrite: bool = False, picture: bool = False) -> Predictions:
+                  overwrite: bool = False, picture: bool = False,
+                  hierarchies: int = 1) -> Predictions:
     """Predicts and writes every mesh of `mesh_paths` (see the module docstring).
 
     Before anything is written, `check_inputs_kept` makes sure no output replaces a file
@@ -143,6 +144,7 @@ def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
     `labels_dir`, `<labels_dir>/<stem>.txt` + that offset are the true classes.
     `label_offset`, if given, must equal the run's (`run_label_offset`). With `picture`,
     `write_picture` draws each mesh's prediction (beside its truth with `labels_dir`).
+    Each prediction averages `hierarchies` mesh hierarchies (`predict_probabilities`).
 
     Returns:
       the `Predictions`.
@@ -173,7 +175,8 @@ def predict_files(run_dir: str, mesh_paths: List[str], out_dir: str,
                 reason = ambiguity(principal_pose(geometry.vertices, geometry.triangles))
                 if reason:
                     print(f"warning: {path}: {reason}", file=sys.stderr)
-            predictions = predict_labels(model, geometry.vertices, geometry.triangles, settings)
+            predictions = predict_labels(model, geometry.vertices, geometry.triangles, settings,
+                                         hierarchies)
         except ValueError as error:  # pose or features undefined for this mesh (`derive`)
             result.failures[path] = str(error)
             continue

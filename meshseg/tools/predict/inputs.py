@@ -84,6 +84,13 @@ def load_model(run_dir: str) -> keras.Model:
     return keras.models.load_model(path, compile=False)
 
 
+# `--hierarchies K`: hierarchies 1..K-1 are decimated from the positions moved by normal
+# noise of this standard deviation per coordinate, relative to the square root of the
+# surface area (`jittered_hierarchy`); chosen on experiment=rna_full's validation split
+# (docs/experiments/2026-12-07-hierarchy-ensembles.md).
+HIERARCHY_JITTER = 1e-4
+
+
 def mesh_inputs(vertices: np.ndarray, triangles: np.ndarray,
                 settings: InputSettings) -> Dict[str, tf.Tensor]:
     """The model inputs of one mesh, a batch of one, as the pipeline builds them.
@@ -101,32 +108,68 @@ def mesh_inputs(vertices: np.ndarray, triangles: np.ndarray,
       ValueError: if a triangle references a vertex outside [0, V), or the run's features
         are undefined for the mesh (e.g. the HKS of a mesh of zero area).
     """
+    return next(hierarchy_inputs(vertices, triangles, settings, 1))
+
+
+def hierarchy_inputs(vertices: np.ndarray, triangles: np.ndarray, settings: InputSettings,
+                     hierarchies: int) -> Iterator[Dict[str, tf.Tensor]]:
+    """The model inputs of one mesh (as `mesh_inputs`) with each of `hierarchies` mesh
+    hierarchies: the first the converter's, the others `jittered_hierarchy` draws (seeds
+    1, 2, ...; `HIERARCHY_JITTER`). The pose and features are derived once.
+
+    Raises:
+      ValueError: as `mesh_inputs`; or for hierarchies < 1.
+    """
     import tensorflow as tf
 
     from meshseg.batch import as_batch
+    from meshseg.data.features.hierarchy import jittered_hierarchy
     from meshseg.data.mesh.adjacency import mesh_edges
     from meshseg.data.pipeline.dataset import model_inputs, with_adjacency
 
+    if hierarchies < 1:
+        raise ValueError(f"hierarchies must be >= 1, got {hierarchies}")
     inputs = settings.inputs
     vertices = np.asarray(vertices, np.float32)
     triangles = np.asarray(triangles, np.int32)
     edges, edge_weights = mesh_edges(triangles, len(vertices))
     derived = derive(vertices, triangles, inputs.stored, inputs.levels, settings.coarsening,
                      frame=inputs.frame)
-    mesh = {"vertices": tf.constant(derived.vertices), "triangles": tf.constant(triangles),
-            "edges": edges, "edge_weights": edge_weights, **derived.features,
-            "levels": [{"num_vertices": level.num_vertices, "edges": level.edges,
-                        "edge_weights": level.edge_weights, "parents": level.parents}
-                       for level in derived.levels]}
-    features, _ = with_adjacency(mesh, inputs)
-    return as_batch(model_inputs(features, inputs))
+    for seed in range(hierarchies):
+        levels = derived.levels if seed == 0 else jittered_hierarchy(
+            derived.vertices, triangles, inputs.levels, settings.coarsening, seed,
+            HIERARCHY_JITTER)
+        mesh = {"vertices": tf.constant(derived.vertices), "triangles": tf.constant(triangles),
+                "edges": edges, "edge_weights": edge_weights, **derived.features,
+                "levels": [{"num_vertices": level.num_vertices, "edges": level.edges,
+                            "edge_weights": level.edge_weights, "parents": level.parents}
+                           for level in levels]}
+        features, _ = with_adjacency(mesh, inputs)
+        yield as_batch(model_inputs(features, inputs))
+
+
+def predict_probabilities(model: keras.Model, vertices: np.ndarray, triangles: np.ndarray,
+                          settings: InputSettings, hierarchies: int = 1) -> np.ndarray:
+    """float64 [V, C] class probabilities of every vertex of one mesh: the softmax of the
+    model's logits, averaged over `hierarchies` mesh hierarchies (`hierarchy_inputs`).
+
+    Raises:
+      ValueError: as `hierarchy_inputs`.
+    """
+    total = 0.0
+    for batch in hierarchy_inputs(vertices, triangles, settings, hierarchies):
+        logits = np.asarray(model(batch, training=False), np.float64)[0]
+        exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+        total = total + exp / exp.sum(axis=-1, keepdims=True)
+    return total / hierarchies
 
 
 def predict_labels(model: keras.Model, vertices: np.ndarray, triangles: np.ndarray,
-                   settings: InputSettings) -> np.ndarray:
-    """int32 [V] predicted class of every vertex of one mesh (argmax of the logits)."""
-    logits = model(mesh_inputs(vertices, triangles, settings), training=False)
-    return np.argmax(np.asarray(logits)[0], axis=-1).astype(np.int32)
+                   settings: InputSettings, hierarchies: int = 1) -> np.ndarray:
+    """int32 [V] predicted class of every vertex of one mesh: the most probable class of
+    `predict_probabilities` (with one hierarchy, the argmax of the logits)."""
+    probabilities = predict_probabilities(model, vertices, triangles, settings, hierarchies)
+    return np.argmax(probabilities, axis=-1).astype(np.int32)
 
 
 def read_meshes(files: List[str]) -> Iterator[Dict[str, np.ndarray]]:

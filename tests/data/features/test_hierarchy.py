@@ -11,7 +11,7 @@ from helpers.runs import PROJECT
 from helpers.shared_data import shared_data
 from meshseg.config import feature_widths
 from meshseg.data.features.derived import derive
-from meshseg.data.features.hierarchy import decimate, mesh_hierarchy
+from meshseg.data.features.hierarchy import decimate, jittered_hierarchy, mesh_hierarchy
 from meshseg.data.features.stored import stored_features
 
 
@@ -26,6 +26,40 @@ def test_levels_shrink_by_about_the_coarsening_ratio():
     counts = [len(vertices)] + [level.num_vertices for level in levels]
     for fine, coarse in zip(counts, counts[1:]):
         assert 3.0 < fine / coarse < 5.5, counts
+
+
+def _parents(levels):
+    return [level.parents for level in levels]
+
+
+def test_jittered_hierarchies_are_seeded_draws_of_the_same_coarsening():
+    """Seed 0 is the mesh's own hierarchy; another seed is a different hierarchy (else an
+    average over them would be one prediction) that the same seed draws again, shrinking
+    level by level as the mesh's own does."""
+    vertices, triangles = _sphere(4)
+    own = mesh_hierarchy(vertices, triangles, 3)
+    for got, want in zip(_parents(jittered_hierarchy(vertices, triangles, 3, 4.0, 0, 1e-4)),
+                         _parents(own)):
+        np.testing.assert_array_equal(got, want)
+    first, again, second = (jittered_hierarchy(vertices, triangles, 3, 4.0, seed, 1e-4)
+                            for seed in (1, 1, 2))
+    for got, want in zip(_parents(first), _parents(again)):
+        np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(first[0].parents, own[0].parents)
+    assert not np.array_equal(first[0].parents, second[0].parents)
+    for draw in (first, second):
+        counts = np.array([level.num_vertices for level in draw])
+        mesh_counts = np.array([level.num_vertices for level in own])
+        assert np.all(np.abs(counts / mesh_counts - 1) < 0.1), (counts, mesh_counts)
+
+
+def test_jittered_hierarchy_refuses_a_negative_seed_and_a_mesh_without_area(tetrahedron):
+    vertices, triangles = _sphere(1)
+    with pytest.raises(ValueError, match="seed and jitter must be >= 0"):
+        jittered_hierarchy(vertices, triangles, 1, 4.0, -1, 1e-4)
+    flat = np.zeros([5, 3], np.float32)
+    with pytest.raises(ValueError, match="zero surface area"):
+        jittered_hierarchy(flat, tetrahedron["triangles"], 1, 4.0, 1, 1e-4)
 
 
 def test_level_edges_are_symmetric_with_self_edges_and_rows_summing_to_one():
