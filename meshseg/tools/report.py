@@ -25,17 +25,14 @@ command with one line and exit status 2 (`meshseg.errors.ConfigError`), before T
 
 import argparse
 import os
-import sys
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
-from hydra.experimental.callback import Callback
 from matplotlib.figure import Figure
-from omegaconf import DictConfig
 
 from meshseg.cli import command, existing_dir, output_dir
-from meshseg.console import shell_command, start_tensorflow_quietly
-from meshseg.errors import ConfigError, OutputError
+from meshseg.console import start_tensorflow_quietly
+from meshseg.errors import ConfigError
 from meshseg.outputs import make_dirs, write_atomically, write_text
 from meshseg.train.rundir import SUMMARY_FILE
 from meshseg.train.sweep import FAILED_FILE, failed_job
@@ -247,32 +244,6 @@ def write_report(root: str, out_dir: Optional[str] = None) -> Dict[str, str]:
     write_text(paths["report"], f"# Runs under `{root}`\n\n{table}\n\n"
                + "".join(f"![{name[:-4]}]({name})\n\n" for name in PLOTS))
     return paths
-
-
-class SweepReport(Callback):
-    """Hydra callback (conf/train.yaml): when a multirun ends, writes the report of its
-    sweep directory (`write_report`) and prints the comparison table, one row per job
-    (failed ones with their exit status and log), and where the report is. A sweep whose
-    jobs wrote no run prints why instead. When jobs failed, the process then ends with one
-    line counting them, `error: N of M sweep jobs failed ...`, and exit status 1."""
-
-    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        sweep_dir = config.hydra.sweep.dir
-        start_tensorflow_quietly()
-        try:
-            paths = write_report(sweep_dir)
-        except (ConfigError, OutputError) as error:
-            print(f"no sweep report: {error}")
-            return
-        print(f"\n{paths['table']}\n\nreport: {paths['report']} (again: "
-              f"{shell_command(['python', '-m', 'meshseg.tools.report', sweep_dir])})")
-        jobs = find_runs(sweep_dir)
-        failed = [job for job in jobs if failed_job(job) is not None]
-        if failed:
-            print(f"error: {len(failed)} of {len(jobs)} sweep jobs failed "
-                  f"({', '.join(os.path.basename(job) for job in failed)}); their exit "
-                  f"status and log are in the table and in {paths['report']}", file=sys.stderr)
-            sys.exit(1)
 
 
 @command

@@ -4,7 +4,7 @@
 holds, written with the first checkpoint (`meshseg.train.checkpoints.TrainingCheckpoint`).
 A run restores only from its own folder: given another run's
 (`checkpoint.dir=<run A>/checkpoints`), it is refused naming both, before Hydra writes
-(`meshseg.train.rundir.RunDirCheck`) and again before the restore. A run's own
+(`meshseg.tools.hydra_callbacks.RunDirCheck`) and again before the restore. A run's own
 `<run_dir>/checkpoints` is always its own, also after the run directory was moved.
 
 Nothing here imports TensorFlow.

@@ -6,26 +6,19 @@ so do sweeps."""
 import hashlib
 import json
 import os
-import re
 import shutil
 import socket
-import sys
 from itertools import count
 from typing import List
 
 import google_crc32c
-from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf, open_dict, read_write
-from omegaconf.errors import OmegaConfBaseException
 
-from meshseg.config import (RUN_CONFIG, TrainConfig, check_data_paths, check_overrides,
-                            checked_config, flat_settings, load_run_config, save_run_config)
-from meshseg.console import hydra_override
-from meshseg.errors import ConfigError, Interrupted, MeshsegError, RunDirError
-from meshseg.outputs import check_output_dir, write_atomically, write_json
+from meshseg.config import (RUN_CONFIG, TrainConfig, flat_settings, load_run_config,
+                            save_run_config)
+from meshseg.errors import ConfigError, Interrupted, RunDirError
+from meshseg.outputs import write_atomically, write_json
 from meshseg.signals import Stop
 from meshseg.train.runlock import hold_run_dir
-from meshseg.train.slurm import slurm_step
 
 # What a run directory holds, besides Hydra's `.hydra/` and `train.log`.
 SUMMARY_FILE = "summary.json"  # its results (`meshseg.train.summary.RunSummary`)
@@ -39,7 +32,6 @@ OUTPUTS = (CHECKPOINT_DIR, "train", "eval", SUMMARY_FILE, MODEL_FILE)
 # it resumes, whether it profiles.
 RESUMABLE_CHANGES = ("steps", "eval_every", "eval", "resume", "checkpoint", "profile",
                      "profile_steps")
-NOW = re.compile(r"\$\{now:[^}]*\}")  # the timestamp in the default hydra.run.dir
 _READ_CHUNK = 1 << 24  # bytes read at once for a shard's checksum
 
 
@@ -209,74 +201,6 @@ def job_id() -> str:
     return "cluster-" + hashlib.sha1(json.dumps(cluster, sort_keys=True).encode()).hexdigest()[:8]
 
 
-def in_multi_worker_job(config: DictConfig) -> bool:
-    """Whether this process is a worker of a multi-worker job: strategy=multi_worker, with
-    TF_CONFIG set or in a SLURM job step."""
-    return config.strategy.name == "multi_worker" and (
-        "TF_CONFIG" in os.environ or slurm_step() is not None)
-
-
-def default_run_dir(config: DictConfig) -> str:
-    """The directory of a run whose `hydra.run.dir` was not given (`config`: Hydra's config).
-
-    A single process claims a new one: `new_run_dir` of the default, timestamped name. The
-    workers of a multi-worker job (strategy=multi_worker, with TF_CONFIG set or in a SLURM
-    job step) share one, whatever second each starts in, and so does the job again after a
-    requeue: the default name with its timestamp replaced by `job-<job_id()>`.
-
-    Raises:
-      ConfigError: see `job_id`.
-      OSError: see `new_run_dir`.
-    """
-    if not in_multi_worker_job(config):
-        return new_run_dir(config.hydra.run.dir)
-    template = OmegaConf.to_container(config.hydra.run)["dir"]
-    return OmegaConf.create({"dir": NOW.sub(f"job-{job_id()}", template)}, parent=config).dir
-
-
-def run_dir_given(config: DictConfig, key: str = "hydra.run.dir") -> bool:
-    """Whether `key` (`hydra.run.dir`, or `hydra.sweep.dir`) is set on the command line (a
-    sweep sets `hydra.run.dir` for each job)."""
-    return any(override.lstrip("+").split("=", 1)[0] == key
-               for override in config.hydra.overrides.hydra)
-
-
-def claim_sweep_dir(config: DictConfig) -> str:
-    """Makes a new sweep directory this multirun's own before Hydra writes into it, and
-    returns its path (`config`: Hydra's config, changed in place).
-
-    The default, timestamped name becomes `new_run_dir` of it, so sweeps started in the same
-    second each get their own, and the choice is passed on as a `hydra.sweep.dir` override,
-    from which Hydra composes every job's config (and so its run directory). A directory
-    given with `hydra.sweep.dir` is claimed by creating its `multirun.yaml` exclusively,
-    which Hydra then writes in full.
-
-    Raises:
-      RunDirError: if the given directory is not empty (another sweep's or run's files, which
-        are left exactly as they were), or another sweep claims it at the same moment.
-      OSError: if the directory cannot be created.
-    """
-    if run_dir_given(config, "hydra.sweep.dir"):
-        sweep_dir = str(config.hydra.sweep.dir)
-        os.makedirs(sweep_dir, exist_ok=True)
-        held = sorted(os.listdir(sweep_dir))
-        if not held:
-            try:
-                os.close(os.open(os.path.join(sweep_dir, MULTIRUN_FILE),
-                                 os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-                return sweep_dir
-            except FileExistsError:
-                held = [MULTIRUN_FILE]
-        raise RunDirError(f"hydra.sweep.dir={sweep_dir} is not empty (it holds "
-                          f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}); give a "
-                          "new directory, or leave hydra.sweep.dir out for a new dated one")
-    sweep_dir = new_run_dir(str(config.hydra.sweep.dir))
-    with read_write(config.hydra), open_dict(config.hydra):
-        config.hydra.sweep.dir = sweep_dir
-        config.hydra.overrides.hydra.append(hydra_override("hydra.sweep.dir", sweep_dir))
-    return sweep_dir
-
-
 def pending_hydra_record(run_dir: str) -> str:
     """Where Hydra writes its record of a launch (`config.yaml`, `hydra.yaml`,
     `overrides.yaml`) into a run directory that already holds a run: aside, so that the
@@ -312,62 +236,3 @@ def interrupted_run(stop: Stop, run_dir: str) -> Interrupted:
                            "its last checkpoint (or its start)", stop.signum)
     return Interrupted(f"stopped by {stop.name} before the run started; nothing to resume, "
                        "run the same command again", stop.signum, resumable=False)
-
-
-class RunDirCheck(Callback):
-    """Hydra callback: checks the settings (`meshseg.config`) and chooses, checks and locks
-    the run directory before Hydra writes `.hydra/` and its log into it, so a mistake
-    leaves no directory behind. The default name becomes `default_run_dir`; a given one
-    (or the `resume=<run dir>` one, whose log then continues there) is kept, and refused
-    if it holds another run (or one with other settings), if `checkpoint.dir` holds
-    another run's checkpoints (`meshseg.train.ownership`), or if a live process holds its
-    lock (`meshseg.train.runlock`): that run's files stay exactly as they were. Into a
-    directory that holds a run, Hydra writes its record aside (`pending_hydra_record`)
-    until the run has accepted the data as well. A sweep claims its directory first
-    (`claim_sweep_dir`), then each job its own."""
-
-    def on_run_start(self, config: DictConfig, **kwargs) -> None:
-        # Imported here: `ownership` reads this module's file names.
-        from meshseg.train.ownership import check_checkpoint_owner
-
-        task = OmegaConf.masked_copy(config, [key for key in config if key != "hydra"])
-        try:
-            check_overrides(list(config.hydra.overrides.task))
-            typed = checked_config(OmegaConf.merge(OmegaConf.structured(TrainConfig), task))
-            check_data_paths(typed.data)
-            run_dir = typed.resume or config.hydra.run.dir
-            check_output_dir(os.path.abspath(run_dir),
-                             f"{'resume' if typed.resume else 'hydra.run.dir'}={run_dir}")
-            if typed.resume is not None:
-                check_resume(os.path.abspath(typed.resume), typed.resume)
-                config.hydra.run.dir = os.path.abspath(typed.resume)
-            elif not run_dir_given(config):
-                config.hydra.run.dir = default_run_dir(config)
-            run_dir = str(config.hydra.run.dir)
-            resumed = check_run_dir(run_dir, typed)
-            if resumed and config.hydra.output_subdir == HYDRA_DIR:  # the data are checked later
-                with read_write(config.hydra), open_dict(config.hydra):
-                    config.hydra.output_subdir = os.path.basename(pending_hydra_record(run_dir))
-            if not in_multi_worker_job(config):  # workers share the chief's (checked there)
-                check_checkpoint_owner(os.path.abspath(typed.checkpoint.dir or
-                                                       os.path.join(run_dir, CHECKPOINT_DIR)),
-                                       run_dir)
-            hold_run_dir(run_dir)  # until the process ends
-        except MeshsegError as error:
-            _refuse(error)
-        except OmegaConfBaseException as error:  # Hydra would only warn, and run on
-            _refuse(ConfigError(str(error).splitlines()[0]))
-
-    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        try:
-            check_output_dir(os.path.abspath(config.hydra.sweep.dir),
-                             f"hydra.sweep.dir={config.hydra.sweep.dir}")
-            claim_sweep_dir(config)
-        except MeshsegError as error:
-            _refuse(error)
-
-
-def _refuse(error: MeshsegError) -> None:
-    """Ends the process with `error` in one line and its exit status."""
-    print(f"error: {error}", file=sys.stderr)
-    sys.exit(error.exit_code)

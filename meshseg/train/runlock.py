@@ -3,8 +3,8 @@
 The process that trains in a run directory holds an exclusive `flock` on `<run_dir>/.lock`
 (one per task, `.lock.<task>`, when the workers of a multi-worker job share the
 directory). `train.py` takes it before Hydra writes into the directory
-(`meshseg.train.rundir.RunDirCheck`) and holds it until the process ends; `run` called in
-a process takes it when it claims the directory (`meshseg.train.rundir.claim_run_dir`)
+(`meshseg.tools.hydra_callbacks.RunDirCheck`) and holds it until the process ends; `run`
+called in a process takes it when it claims the directory (`meshseg.train.rundir.claim_run_dir`)
 and drops it when it returns. The file holds the holder's pid and host; a second process
 is refused in one line naming them. The kernel drops the lock when its holder dies, even
 by SIGKILL, so a killed run leaves nothing to clean up; the file itself stays and means

@@ -1,6 +1,6 @@
 """The jobs of a sweep (`python train.py -m ...`): each runs as a child process, and one
 that fails is recorded in its job directory instead of ending the sweep, so every job
-runs and the sweep's report (`meshseg.tools.report.SweepReport`) lists them all.
+runs and the sweep's report (`meshseg.tools.hydra_callbacks.SweepReport`) lists them all.
 
 A failed job's directory holds `job_failed.json` ({"exit_status": int, "command": the
 shell command that reruns the job alone, "log": the job's `train.log`}); its `train.log`

@@ -14,7 +14,8 @@ from omegaconf import OmegaConf
 from meshseg.config import checked_config
 from helpers.runs import CONFIG_DIR, PROJECT, communicate_all, default_dir_train_command
 from meshseg.errors import RunDirError
-from meshseg.train.rundir import RunDirCheck, claim_run_dir, claim_sweep_dir, new_run_dir
+from meshseg.tools.hydra_callbacks import RunDirCheck, claim_sweep_dir
+from meshseg.train.rundir import claim_run_dir, new_run_dir
 from meshseg.train.summary import RunSummary
 
 # `python -c TOGETHER <barrier dir> <runs> <hook> train.py <overrides>`: train.py, whose
@@ -23,7 +24,7 @@ from meshseg.train.summary import RunSummary
 # default directory's name) and claim their directory at the same moment.
 TOGETHER = """\
 import os, runpy, sys, time
-from meshseg.train.rundir import RunDirCheck
+from meshseg.tools.hydra_callbacks import RunDirCheck
 barrier, runs, hook = sys.argv.pop(1), int(sys.argv.pop(1)), sys.argv.pop(1)
 claim = getattr(RunDirCheck, hook)
 def together(self, config, **kwargs):
