@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Sequence
 
 from meshseg.cli import command, output_dir
 from meshseg.console import start_tensorflow_quietly
-from meshseg.tools.device_memory import DeviceMemory, gpu_memory
+from meshseg.tools.bench.device_memory import DeviceMemory, gpu_memory
 
 # Partition-graph nodes that are plumbing, not ops of the step.
 PLUMBING = frozenset({"_Arg", "_Retval", "_Send", "_Recv", "_HostSend", "_HostRecv", "NoOp"})
@@ -113,7 +113,7 @@ def host_check(impl: str, sizes: Dict) -> Dict:
 
     from meshseg.train.gpu_kernels import ops_without_gpu_kernel, step_graph_def
     from meshseg.train.step import TrainStep
-    from meshseg.tools.bench_worker import model_and_batch
+    from meshseg.tools.bench.worker import model_and_batch
 
     model, features, labels = model_and_batch(dict(
         model="demo", impl=impl, jit=False, precision="float32",
@@ -137,7 +137,9 @@ def benchmark(impls: Sequence[str], sizes: Dict, smoke: bool, timeout: float,
     """Train-mode rows of `meshseg.tools.bench` for impls x jit (false, true): each in its
     own process (`bench._run_worker`), or with `smoke` in this one (with this process'
     GPU `memory`, if any)."""
-    from meshseg.tools import bench, bench_report, bench_worker
+    from meshseg.tools.bench import command as bench
+    from meshseg.tools.bench import report as bench_report
+    from meshseg.tools.bench import worker as bench_worker
 
     rows = []
     for impl in impls:

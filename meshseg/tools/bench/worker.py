@@ -1,6 +1,6 @@
 """One configuration of `meshseg.tools.bench`, measured in its own process:
 
-    python -m meshseg.tools.bench_worker '<job as JSON>' <result.json>
+    python -m meshseg.tools.bench.worker '<job as JSON>' <result.json>
 
 The benchmark starts this module once per configuration (and once per precision for the
 machine's peaks: the matmul peak in that precision and the memory bandwidth), so each has
@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Dict, Optional
 
-from meshseg.tools.device_memory import DeviceMemory, gpu_memory
+from meshseg.tools.bench.device_memory import DeviceMemory, gpu_memory
 
 ICOSPHERE_SIZES = {10 * 4 ** s + 2: s for s in range(9)}  # num_vertices -> subdivisions
 MIB = 2 ** 20
@@ -150,8 +150,8 @@ def model_and_batch(config: Dict):
 
 def measure(config: Dict, memory: Optional[DeviceMemory] = None) -> Dict:
     """Runs one configuration in this process; returns its timings (ms, s), memory (MiB),
-    shape (V, E of the finest level) and work (GFLOP, GB: `meshseg.tools.roofline`).
-    With a GPU's `memory` (`meshseg.tools.device_memory`), also its allocator's and its
+    shape (V, E of the finest level) and work (GFLOP, GB: `meshseg.tools.bench.roofline`).
+    With a GPU's `memory` (`meshseg.tools.bench.device_memory`), also its allocator's and its
     driver's peak over the same span as the RSS increase ("gpu_alloc_peak_mib",
     "gpu_nvml_peak_mib"); without (a CPU), no GPU keys.
 
@@ -165,7 +165,7 @@ def measure(config: Dict, memory: Optional[DeviceMemory] = None) -> Dict:
     """
     import numpy as np
 
-    from meshseg.tools.roofline import step_work
+    from meshseg.tools.bench.roofline import step_work
     from meshseg.train.summaries import peak_rss_mib
 
     model, features, labels = model_and_batch(config)

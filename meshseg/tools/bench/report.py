@@ -4,11 +4,11 @@ A row is a dict with the configuration (model, precision, impl, jit, num_vertice
 batch's padded V for the U-Net), batch_size, num_layers (demo), mode, threads and
 inter_op_threads: 0 is TensorFlow's default), the worker's measurements (step_ms,
 step_ms_min, step_ms_max in ms; compile_s in s; peak_rss_mib, step_peak_increase_mib,
-rss_before_mib in MiB; gflop and gbyte, the step's work, `meshseg.tools.roofline`) or its
+rss_before_mib in MiB; gflop and gbyte, the step's work, `meshseg.tools.bench.roofline`) or its
 `error`, and the columns added here. The peak RSS increases are measured from a reset of
-the process' peak (see `meshseg.tools.bench_worker.measure`). With a GPU, a row also has
+the process' peak (see `meshseg.tools.bench.worker.measure`). With a GPU, a row also has
 its allocator's and its driver's (NVML) peak device memory over the same span
-(gpu_alloc_peak_mib, gpu_nvml_peak_mib; `meshseg.tools.device_memory`); the table, CSV
+(gpu_alloc_peak_mib, gpu_nvml_peak_mib; `meshseg.tools.bench.device_memory`); the table, CSV
 and JSON have those columns only when some row has them, so a CPU's output is as before.
 """
 
@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from meshseg.outputs import write_atomically, write_json, write_text
-from meshseg.tools.roofline import Work, roofline_ms
+from meshseg.tools.bench.roofline import Work, roofline_ms
 
 REFERENCE_IMPL = "gather_sum"
 
@@ -56,7 +56,7 @@ def add_derived_columns(rows: List[Dict], peaks: Dict[str, Dict]) -> List[Dict]:
 
     `peaks`: per precision, the worker's {"gflops": matmul peak in GFLOP/s,
     "bandwidth_gbs": memory bandwidth in GB/s} (or {"error": ...}; missing: not measured).
-    gflop_per_s = gflop / step time; bound_ms = `meshseg.tools.roofline.roofline_ms` of the
+    gflop_per_s = gflop / step time; bound_ms = `meshseg.tools.bench.roofline.roofline_ms` of the
     row's work at its precision's peaks; pct_roofline = 100 * bound_ms / step_ms;
     speedup = reference step_ms / step_ms with the reference at the same model, precision,
     jit, size, layers and mode; speedup_vs_nojit_ref the same against the reference with

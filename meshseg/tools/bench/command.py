@@ -3,7 +3,7 @@ implementations, per network and precision.
 
 In the spirit of tensorflow-graphics' graph-convolution benchmark: a network runs once per
 configuration (model, precision, impl, jit, num_vertices, num_layers, mode, intra- and
-inter-op threads), each in its own subprocess (`meshseg.tools.bench_worker`) so that its
+inter-op threads), each in its own subprocess (`meshseg.tools.bench.worker`) so that its
 memory peak and its thread pools are its own. `--model demo` is the demo network
 (`MeshSegmentationNet`) on a batch of icospheres; `--model feastnet_unet` the multi-scale
 network on the first training batch of real meshes a run would draw (default: the default
@@ -11,7 +11,7 @@ run's U-Net and bundled sample, bucketed as a run buckets them; `--overrides` ta
 train.py's overrides for other data or sizes). Once per precision a subprocess measures
 the machine's matmul peak in that precision and its memory bandwidth (a copy); each row's
 roofline bound is its FLOPs at that peak plus its minimal bytes at that bandwidth
-(`meshseg.tools.roofline`), and `%roofline` is the share of the measured step the bound
+(`meshseg.tools.bench.roofline`), and `%roofline` is the share of the measured step the bound
 is: 100% would be a step at the machine's limit.
 
     python -m meshseg.tools.bench --num_vertices 10242 --batch_size 8 --mode forward,train
@@ -41,18 +41,18 @@ from meshseg.config import PRECISIONS as RUN_PRECISIONS
 from meshseg.console import start_tensorflow_quietly
 from meshseg.registry import NETWORKS
 from meshseg.signals import run_child
-from meshseg.tools.bench_worker import ICOSPHERE_SIZES
-from meshseg.tools.roofline import MODES
+from meshseg.tools.bench.worker import ICOSPHERE_SIZES
+from meshseg.tools.bench.roofline import MODES
 
 PRECISIONS = tuple(name for name in RUN_PRECISIONS if name != "auto")  # policies, not a choice
 
 
 def _run_worker(job: Dict, timeout: float) -> Dict:
-    """Runs `job` in `python -m meshseg.tools.bench_worker`; returns its result or
+    """Runs `job` in `python -m meshseg.tools.bench.worker`; returns its result or
     {"error": ...}."""
     with tempfile.TemporaryDirectory() as tmp:
         result_path = os.path.join(tmp, "result.json")
-        command = [sys.executable, "-m", "meshseg.tools.bench_worker", json.dumps(job),
+        command = [sys.executable, "-m", "meshseg.tools.bench.worker", json.dumps(job),
                    result_path]
         env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
         try:
@@ -147,14 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Runs the benchmark, each configuration in `meshseg.tools.bench_worker`; returns 0.
+    """Runs the benchmark, each configuration in `meshseg.tools.bench.worker`; returns 0.
 
     Every option is checked before the first configuration runs: an unknown choice, a
     count out of range or a `--timeout` <= 0 is argparse's usage error naming the option
     and the valid values (exit status 2); an `--out` that is a file ends the process with
     one line and exit status 2 (`ConfigError`).
     """
-    from meshseg.tools import bench_report
+    from meshseg.tools.bench import report as bench_report
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -210,6 +210,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print("wrote " + ", ".join(paths), file=sys.stderr)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -5,7 +5,7 @@ The allocator's peak (`tf.config.experimental.get_memory_info(...)["peak"]`, fro
 or cuDNN take beside it are not all in it. The driver's figure is NVML's used memory of
 the whole device (`nvmlDeviceGetMemoryInfo(...).used`: the CUDA context, every allocator,
 other processes), sampled by a thread every few ms, so its peak can miss a spike shorter
-than the interval. The benchmark reports both side by side (`meshseg.tools.bench_worker`),
+than the interval. The benchmark reports both side by side (`meshseg.tools.bench.worker`),
 with TensorFlow's memory growth on, so the allocator takes device memory as it needs it
 rather than all of it at start.
 
