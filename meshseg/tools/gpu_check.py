@@ -5,7 +5,7 @@
 
 In order: the device (GPU name, compute capability, what `precision=auto` picks, the
 TensorFlow build's CUDA and cuDNN, the driver); per implementation, the ops of its train
-step without a GPU kernel for their dtypes (`meshseg.train.gpu_kernels`, TensorFlow's
+step without a GPU kernel for their dtypes (`meshseg.train.device.gpu_kernels`, TensorFlow's
 kernel registry) and, after one step on the device, the ops the runtime placed on the
 host and the tensors copied between host and GPU (the step's partition graphs from
 TensorFlow's run metadata); the benchmark (`meshseg.tools.bench`: train mode, every
@@ -52,7 +52,7 @@ def device_lines() -> List[str]:
     capability and `precision=auto`'s choice, the NVIDIA driver (NVML)."""
     import tensorflow as tf
 
-    from meshseg.train.precision import resolved_precision, visible_gpus
+    from meshseg.train.device.precision import resolved_precision, visible_gpus
 
     build = tf.sysconfig.get_build_info()
     gpus = visible_gpus()
@@ -111,8 +111,8 @@ def host_check(impl: str, sizes: Dict) -> Dict:
     import tensorflow as tf
     from tensorflow.python.eager import context
 
-    from meshseg.train.gpu_kernels import ops_without_gpu_kernel, step_graph_def
-    from meshseg.train.step import TrainStep
+    from meshseg.train.device.gpu_kernels import ops_without_gpu_kernel, step_graph_def
+    from meshseg.train.loop.step import TrainStep
     from meshseg.tools.bench.worker import model_and_batch
 
     model, features, labels = model_and_batch(dict(
@@ -164,7 +164,7 @@ def train_default_run(steps: int, out: str, overrides: Sequence[str],
                       timeout: float) -> Dict:
     """`python train.py steps=<steps> <overrides>` of the checkout this package is in, in
     `<out>/train`; its summary.json as a dict, or {"error": ...}."""
-    from meshseg.train.summary import RunSummary
+    from meshseg.train.rundir.summary import RunSummary
 
     script = Path(__file__).resolve().parents[2] / "train.py"
     if not script.is_file():

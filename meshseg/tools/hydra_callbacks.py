@@ -4,7 +4,7 @@ the settings and claims the run directory, or a sweep's, before Hydra writes int
 
 They are the one place that reads Hydra's own config (`hydra.run.dir`, `hydra.sweep.dir`,
 the overrides) and changes it. They live here, in the top layer, because they call down
-into both `meshseg.train.rundir` and `meshseg.tools.report`: `meshseg.config` may import
+into both `meshseg.train.rundir.claim` and `meshseg.tools.report`: `meshseg.config` may import
 neither, not even inside a function (import-linter counts those imports too).
 """
 
@@ -20,12 +20,12 @@ from meshseg.config import TrainConfig, check_data_paths, check_overrides, check
 from meshseg.console import hydra_override, shell_command, start_tensorflow_quietly
 from meshseg.errors import ConfigError, MeshsegError, OutputError, RunDirError
 from meshseg.outputs import check_output_dir
-from meshseg.train.ownership import check_checkpoint_owner
-from meshseg.train.rundir import (CHECKPOINT_DIR, HYDRA_DIR, MULTIRUN_FILE, check_resume,
-                                  check_run_dir, job_id, new_run_dir, pending_hydra_record)
-from meshseg.train.runlock import hold_run_dir
-from meshseg.train.slurm import slurm_step
-from meshseg.train.sweep import failed_job
+from meshseg.train.rundir.ownership import check_checkpoint_owner
+from meshseg.train.rundir.claim import (CHECKPOINT_DIR, HYDRA_DIR, MULTIRUN_FILE, check_resume,
+                                        check_run_dir, job_id, new_run_dir, pending_hydra_record)
+from meshseg.train.rundir.runlock import hold_run_dir
+from meshseg.train.rundir.slurm import slurm_step
+from meshseg.train.rundir.sweep import failed_job
 
 NOW = re.compile(r"\$\{now:[^}]*\}")  # the timestamp in the default hydra.run.dir
 
@@ -104,8 +104,8 @@ class RunDirCheck(Callback):
     leaves no directory behind. The default name becomes `default_run_dir`; a given one
     (or the `resume=<run dir>` one, whose log then continues there) is kept, and refused
     if it holds another run (or one with other settings), if `checkpoint.dir` holds
-    another run's checkpoints (`meshseg.train.ownership`), or if a live process holds its
-    lock (`meshseg.train.runlock`): that run's files stay exactly as they were. Into a
+    another run's checkpoints (`meshseg.train.rundir.ownership`), or if a live process holds its
+    lock (`meshseg.train.rundir.runlock`): that run's files stay exactly as they were. Into a
     directory that holds a run, Hydra writes its record aside (`pending_hydra_record`)
     until the run has accepted the data as well. A sweep claims its directory first
     (`claim_sweep_dir`), then each job its own."""

@@ -79,9 +79,9 @@ def make_step(model, mode: str, jit: bool, precision: str):
 
     from meshseg.batch import without_mesh_ids
     from meshseg.config import OptimizerConfig
-    from meshseg.train.evaluate import make_predict_step
+    from meshseg.train.loop.evaluate import make_predict_step
     from meshseg.train.run import build_optimizer
-    from meshseg.train.step import TrainStep
+    from meshseg.train.loop.step import TrainStep
 
     if mode == "forward":
         predict = make_predict_step(model, jit)
@@ -166,7 +166,7 @@ def measure(config: Dict, memory: Optional[DeviceMemory] = None) -> Dict:
     import numpy as np
 
     from meshseg.tools.bench.roofline import step_work
-    from meshseg.train.summaries import peak_rss_mib
+    from meshseg.train.logs.summaries import peak_rss_mib
 
     model, features, labels = model_and_batch(config)
     step = make_step(model, config["mode"], config["jit"], config.get("precision", "float32"))
