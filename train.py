@@ -10,7 +10,7 @@ In a sweep (-m) every job runs `python train.py <its overrides>` as a child proc
 the job's directory, so no memory, TensorFlow state or peak-RSS figure carries over from
 one job to the next. A job that fails is recorded in its directory and the others run;
 the sweep's table and report.md list every job, and the sweep then exits with status 1
-and one line counting the failed jobs (`meshseg.train.sweep`, `meshseg.tools.report`).
+and one line counting the failed jobs (`meshseg.train.rundir.sweep`, `meshseg.tools.report`).
 """
 
 import logging
@@ -28,9 +28,9 @@ from meshseg.config import checked_config  # noqa: E402  (also registers the sch
 from meshseg.console import hydra_override, shell_command, train_py_command  # noqa: E402
 from meshseg.errors import Interrupted, MeshsegError  # noqa: E402
 from meshseg.signals import raising_stop, stop_of  # noqa: E402
-from meshseg.train.rundir import interrupted_run  # noqa: E402
-from meshseg.train.summary import RunSummary  # noqa: E402
-from meshseg.train.sweep import run_job  # noqa: E402
+from meshseg.train.rundir.claim import interrupted_run  # noqa: E402
+from meshseg.train.rundir.summary import RunSummary  # noqa: E402
+from meshseg.train.rundir.sweep import run_job  # noqa: E402
 
 log = logging.getLogger("train")
 SWEEP_CHILD = "MESHSEG_SWEEP_CHILD"
@@ -38,7 +38,7 @@ SWEEP_CHILD = "MESHSEG_SWEEP_CHILD"
 
 def run_job_in_child_process(run_dir: str) -> float | None:
     """Runs this sweep job as `python train.py <job overrides> hydra.run.dir=<run_dir>`
-    (`meshseg.train.sweep.run_job`); returns its `RunSummary.choosing_accuracy` (what a
+    (`meshseg.train.rundir.sweep.run_job`); returns its `RunSummary.choosing_accuracy` (what a
     Hydra sweeper maximises), or None when it failed (the failure is recorded in `run_dir`,
     and the sweep goes on)."""
     overrides = list(HydraConfig.get().overrides.task)
@@ -65,7 +65,7 @@ def main(cfg: DictConfig) -> float:
         from meshseg.console import start_tensorflow_quietly
 
         start_tensorflow_quietly()  # without TensorFlow's C++ start-up lines
-        from meshseg.train.distribute import configure_runtime
+        from meshseg.train.device.distribute import configure_runtime
 
         strategy = configure_runtime(config.threads, config.strategy, config.inter_op_threads)
         from meshseg.train.run import run

@@ -4,7 +4,7 @@ each listed once, here.
 
 Everything else derives from these tables: the configuration's checks
 (`meshseg.config.check`, before TensorFlow starts), `meshseg.nn.networks.build_network`,
-`meshseg.nn.ops.IMPLEMENTATIONS`, `meshseg.train.distribute.make_strategy`, the
+`meshseg.nn.ops.IMPLEMENTATIONS`, `meshseg.train.device.distribute.make_strategy`, the
 benchmark's choices, and the tests that compare `conf/impl/*.yaml` and `conf/model/*.yaml`
 with them. An entry names its code by import path ("module:name"), loaded on first use, so
 this module imports no TensorFlow. How to add one: docs/extending.md.
@@ -86,9 +86,9 @@ IMPLEMENTATIONS: Dict[str, Implementation] = {
         "reverse-slot sums as gather + sum, which XLA fuses",
         neighbor_table=True),
 }
-AUTO_IMPL = "auto"  # impl=auto: the fastest of impl.candidates (`meshseg.train.autotune`)
+AUTO_IMPL = "auto"  # impl=auto: the fastest of impl.candidates (`meshseg.train.loop.autotune`)
 
-# tf.distribute data parallelism (`meshseg.train.distribute.make_strategy`).
+# tf.distribute data parallelism (`meshseg.train.device.distribute.make_strategy`).
 STRATEGIES: Tuple[str, ...] = ("default", "mirrored", "multi_worker")
 
 

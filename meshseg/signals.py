@@ -9,7 +9,7 @@ removed.
   ended (`meshseg.data.convert`), half-built caches and partial files are removed, and
   the command's entry point (`meshseg.cli.command`, `train.py`) prints one line and exits
   with `Stop.exit_code`. The training steps record the signal instead and stop after the
-  current step with a checkpoint (`meshseg.train.checkpoints.StopSignals`).
+  current step with a checkpoint (`meshseg.train.rundir.checkpoints.StopSignals`).
 - `run_child` and `stopping_with`: meshseg's own child processes (a sweep's jobs, the
   benchmark's workers): a stop signal is passed on to the child, which stops as it would
   alone, and waited for, so no child outlives its parent.

@@ -149,6 +149,15 @@ def test_a_documented_train_command_composes_and_passes_the_config_checks(overri
     composed_config(list(overrides))
 
 
+def command_module(tool: str):
+    """The module holding the parser of `python -m meshseg.tools.<tool>`: the tool's own, or
+    for a package that keeps its command apart from its other modules (bench), `command`."""
+    module = importlib.import_module(f"meshseg.tools.{tool}")
+    if hasattr(module, "build_parser"):
+        return module
+    return importlib.import_module(f"meshseg.tools.{tool}.command")
+
+
 @pytest.mark.parametrize("command,where", TOOL_COMMANDS,
                          ids=[where for _, where in TOOL_COMMANDS])
 def test_a_documented_tool_command_parses_and_its_overrides_compose(command, where):
@@ -157,7 +166,7 @@ def test_a_documented_tool_command_parses_and_its_overrides_compose(command, whe
     `--overrides` (bench, bench_ab) and bench_ab's variant B, `--overrides` +
     `--overrides_b`."""
     tool, arguments = command
-    parser = importlib.import_module(f"meshseg.tools.{tool}").build_parser()
+    parser = command_module(tool).build_parser()
     try:
         args = parser.parse_intermixed_args(shlex.split(arguments, comments=True))
     except SystemExit:

@@ -13,10 +13,11 @@ anything, by `check`: the range of every number (`INTEGER_RANGES`, `POSITIVE`), 
 strategies) and combinations; and by `check_overrides` that a boolean is set only to true
 or false (OmegaConf would also read "no", "off", "yes", "on", "0" and "1" as booleans).
 
-The Hydra callback that claims the run directory (`meshseg.train.rundir.RunDirCheck`)
-checks the settings before Hydra writes anything; train.py turns the composed DictConfig
-into the typed `TrainConfig` once (`checked_config`), and everything below it, the run
-included, receives that or plain values, never a DictConfig.
+The Hydra callback that claims the run directory
+(`meshseg.tools.hydra_callbacks.RunDirCheck`) checks the settings before Hydra writes
+anything; train.py turns the composed DictConfig into the typed `TrainConfig` once
+(`checked_config`), and everything below it, the run included, receives that or plain
+values, never a DictConfig.
 """
 
 from meshseg.config.schema import *  # noqa: F401,F403

@@ -240,7 +240,7 @@ class OptimizerConfig:
 
 @dataclass
 class LossConfig:
-    """The per-vertex training loss (`meshseg.train.metrics`)."""
+    """The per-vertex training loss (`meshseg.train.loop.metrics`)."""
 
     label_smoothing: float = 0.1  # in [0, 1); the default run's recipe
     # inverse_sqrt_frequency: class c weighs 1 / sqrt(its share of the training vertices),
@@ -283,7 +283,8 @@ class CheckpointConfig:
 
 @dataclass
 class StrategyConfig:
-    """The `strategy` group: data parallelism (`meshseg.train.distribute`, docs/scaling.md)."""
+    """The `strategy` group: data parallelism (`meshseg.train.device.distribute`,
+    docs/scaling.md)."""
 
     name: str = "default"  # default | mirrored | multi_worker (`meshseg.registry.STRATEGIES`)
     # Split the CPU into this many logical devices; strategy=mirrored on a host without
@@ -325,13 +326,13 @@ class TrainConfig:
     eval_every: int = 100
     deterministic: bool = False  # seed everything and enable TensorFlow's op determinism
     # float32 | mixed_float16 (with loss scaling) | mixed_bfloat16 | auto (mixed_bfloat16 on
-    # a CPU with native bfloat16, float32 elsewhere: meshseg.train.precision)
+    # a CPU with native bfloat16, float32 elsewhere: meshseg.train.device.precision)
     precision: str = "float32"
     threads: int = 0  # TensorFlow intra-op threads (0: all cores); cap it for parallel sweeps
     inter_op_threads: int = 0  # ops run at once (0: TensorFlow's default, one per core)
     resume: Optional[str] = None  # a run directory to continue from its latest checkpoint
     # Write a TensorBoard profile (<run dir>/train/plugins/profile/) of the global training
-    # steps [start, stop) of profile_steps (`meshseg.train.profiling`;
+    # steps [start, stop) of profile_steps (`meshseg.train.logs.profiling`;
     # docs/implementations.md, "Profiling").
     profile: bool = False
     profile_steps: List[int] = field(default_factory=lambda: [10, 15])

@@ -102,7 +102,7 @@ class MeshSegmentationNet(keras.Model):
     "neighbor_weights" float32 [B, V, K] and the table's overflow rows (other keys are
     ignored).
     Output: logits float32 [B, V, num_classes]. Padded vertices get logits too; the losses
-    and metrics in `meshseg.train.metrics` mask them out.
+    and metrics in `meshseg.train.loop.metrics` mask them out.
 
     Args:
       num_classes: number of per-vertex classes K.

@@ -12,7 +12,7 @@ comparison does not depend on which process ran when.
 B differs from A in one or more of: the second of two `--precision` values, the second of
 two `--impl` values, and `--overrides_b` (feastnet_unet: train.py overrides added to B's,
 e.g. a network setting; overrides that change the data give B its own batch). The
-networks, batches and steps are the benchmark's own (`meshseg.tools.bench_worker`:
+networks, batches and steps are the benchmark's own (`meshseg.tools.bench.worker`:
 `model_and_batch`, `make_step`, the application's `TrainStep`). Prints each variant's
 median and fastest step (ms) and the ratio B / A of the medians.
 """
@@ -26,8 +26,8 @@ from typing import Callable, Dict, List, Optional, Sequence
 from meshseg.cli import at_least, command
 from meshseg.console import start_tensorflow_quietly
 from meshseg.registry import NETWORKS
-from meshseg.tools.bench import PRECISIONS
-from meshseg.tools.bench_worker import ICOSPHERE_SIZES
+from meshseg.tools.bench.command import PRECISIONS
+from meshseg.tools.bench.worker import ICOSPHERE_SIZES
 
 
 def alternate(steps: Dict[str, Callable], batches: Dict[str, tuple], rounds: int
@@ -86,7 +86,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Command-line entry point; returns 0. A bad option is argparse's usage error (exit 2)."""
     parser = build_parser()
     from meshseg.nn.ops import IMPLEMENTATIONS
-    from meshseg.tools.bench_worker import make_step, model_and_batch
+    from meshseg.tools.bench.worker import make_step, model_and_batch
 
     args = parser.parse_args(argv)
     precisions, impls = args.precision.split(","), args.impl.split(",")

@@ -5,7 +5,7 @@
 
 In order: the device (GPU name, compute capability, what `precision=auto` picks, the
 TensorFlow build's CUDA and cuDNN, the driver); per implementation, the ops of its train
-step without a GPU kernel for their dtypes (`meshseg.train.gpu_kernels`, TensorFlow's
+step without a GPU kernel for their dtypes (`meshseg.train.device.gpu_kernels`, TensorFlow's
 kernel registry) and, after one step on the device, the ops the runtime placed on the
 host and the tensors copied between host and GPU (the step's partition graphs from
 TensorFlow's run metadata); the benchmark (`meshseg.tools.bench`: train mode, every
@@ -32,7 +32,7 @@ from typing import Dict, List, Optional, Sequence
 
 from meshseg.cli import command, output_dir
 from meshseg.console import start_tensorflow_quietly
-from meshseg.tools.device_memory import DeviceMemory, gpu_memory
+from meshseg.tools.bench.device_memory import DeviceMemory, gpu_memory
 
 # Partition-graph nodes that are plumbing, not ops of the step.
 PLUMBING = frozenset({"_Arg", "_Retval", "_Send", "_Recv", "_HostSend", "_HostRecv", "NoOp"})
@@ -52,7 +52,7 @@ def device_lines() -> List[str]:
     capability and `precision=auto`'s choice, the NVIDIA driver (NVML)."""
     import tensorflow as tf
 
-    from meshseg.train.precision import resolved_precision, visible_gpus
+    from meshseg.train.device.precision import resolved_precision, visible_gpus
 
     build = tf.sysconfig.get_build_info()
     gpus = visible_gpus()
@@ -111,9 +111,9 @@ def host_check(impl: str, sizes: Dict) -> Dict:
     import tensorflow as tf
     from tensorflow.python.eager import context
 
-    from meshseg.train.gpu_kernels import ops_without_gpu_kernel, step_graph_def
-    from meshseg.train.step import TrainStep
-    from meshseg.tools.bench_worker import model_and_batch
+    from meshseg.train.device.gpu_kernels import ops_without_gpu_kernel, step_graph_def
+    from meshseg.train.loop.step import TrainStep
+    from meshseg.tools.bench.worker import model_and_batch
 
     model, features, labels = model_and_batch(dict(
         model="demo", impl=impl, jit=False, precision="float32",
@@ -137,7 +137,9 @@ def benchmark(impls: Sequence[str], sizes: Dict, smoke: bool, timeout: float,
     """Train-mode rows of `meshseg.tools.bench` for impls x jit (false, true): each in its
     own process (`bench._run_worker`), or with `smoke` in this one (with this process'
     GPU `memory`, if any)."""
-    from meshseg.tools import bench, bench_report, bench_worker
+    from meshseg.tools.bench import command as bench
+    from meshseg.tools.bench import report as bench_report
+    from meshseg.tools.bench import worker as bench_worker
 
     rows = []
     for impl in impls:
@@ -162,7 +164,7 @@ def train_default_run(steps: int, out: str, overrides: Sequence[str],
                       timeout: float) -> Dict:
     """`python train.py steps=<steps> <overrides>` of the checkout this package is in, in
     `<out>/train`; its summary.json as a dict, or {"error": ...}."""
-    from meshseg.train.summary import RunSummary
+    from meshseg.train.rundir.summary import RunSummary
 
     script = Path(__file__).resolve().parents[2] / "train.py"
     if not script.is_file():

@@ -60,13 +60,13 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, Opti
     start_tensorflow_quietly()
     import tensorflow as tf
 
-    from meshseg.train.distribute import set_threads
+    from meshseg.train.device.distribute import set_threads
 
     set_threads(composed.threads, composed.inter_op_threads)  # before tensorflow-graphics runs ops
     from meshseg.data.pipeline.inputs import MeshInputs
     from meshseg.train.run import (build_loss, build_model, build_optimizer, load_data,
                                    typed_config)
-    from meshseg.train.step import TrainStep, median_step_ms
+    from meshseg.train.loop.step import TrainStep, median_step_ms
 
     config = typed_config(composed)
     train_data, _, data_info = load_data(config)
@@ -89,7 +89,7 @@ def compare(overrides: List[str], steps: int, warmup: int = 3) -> Dict[str, Opti
 
 def app_iteration_ms(composed: TrainConfig, steps: int, warmup: int) -> Optional[float]:
     """The median (ms) of the app's loop iterations (`iteration_time_ms`,
-    `meshseg.train.custom_loop`) after the first `warmup` steps of a run of `composed` on one
+    `meshseg.train.loop.custom_loop`) after the first `warmup` steps of a run of `composed` on one
     device, in a temporary run directory, that trains `warmup + steps + 1` steps and
     evaluates and checkpoints only at its last one (which has no timed iteration), so
     `steps` iterations are timed; None when all of them traced.
@@ -97,7 +97,7 @@ def app_iteration_ms(composed: TrainConfig, steps: int, warmup: int) -> Optional
     import tensorflow as tf
 
     from meshseg.train.run import run
-    from meshseg.train.summaries import read_scalars
+    from meshseg.train.logs.summaries import read_scalars
 
     config = copy.deepcopy(composed)
     config.steps = config.eval_every = config.checkpoint.every = warmup + steps + 1

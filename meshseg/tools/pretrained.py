@@ -37,8 +37,8 @@ from meshseg.errors import ConfigError
 from meshseg.outputs import write_atomically, write_json
 from meshseg.config import load_run_config
 from meshseg.tools.predict import PRETRAINED_DIR, predict_files
-from meshseg.train.rundir import MODEL_FILE, RUN_CONFIG, SUMMARY_FILE
-from meshseg.train.summary import RunSummary
+from meshseg.train.rundir.claim import MODEL_FILE, RUN_CONFIG, SUMMARY_FILE
+from meshseg.train.rundir.summary import RunSummary
 
 RESULTS_FILE = "results.json"
 SHIPPED_FILES = (MODEL_FILE, RUN_CONFIG, SUMMARY_FILE)

@@ -39,7 +39,7 @@ from meshseg.errors import ConfigError, DataError
 
 PROFILE_GLOB = os.path.join("plugins", "profile", "*", "*.xplane.pb")
 # (name, what it holds), in the order a profile's op is matched; the first match counts.
-# The step's parts are the `tf.name_scope`s of `meshseg.train.step.TrainStep`; an op of a
+# The step's parts are the `tf.name_scope`s of `meshseg.train.loop.step.TrainStep`; an op of a
 # registered gradient is named `gradient_tape/<its forward op>` and counts with it.
 CATEGORIES = (
     ("input", "the loop's wait for its batch (tf.data's Iterator::Root)"),

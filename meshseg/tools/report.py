@@ -15,7 +15,7 @@ into DIR (default: the given directory): `step_time_vs_accuracy.png`, `loss_curv
 
 Every number comes from the event files: `train/` (step_time_ms, compile_time_s, loss),
 `validation/` and `eval/` (the test split: accuracy, mean_iou) and the run directory's own
-file (peak_rss_mib, written by `meshseg.train.hparams`); they agree with `summary.json`. Figures are drawn on
+file (peak_rss_mib, written by `meshseg.train.logs.hparams`); they agree with `summary.json`. Figures are drawn on
 `matplotlib.figure.Figure` (the Agg canvas), never through pyplot's global state.
 
 A directory that does not exist or holds no run, and an `--out` that is a file, end the
@@ -25,21 +25,18 @@ command with one line and exit status 2 (`meshseg.errors.ConfigError`), before T
 
 import argparse
 import os
-import sys
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
-from hydra.experimental.callback import Callback
 from matplotlib.figure import Figure
-from omegaconf import DictConfig
 
 from meshseg.cli import command, existing_dir, output_dir
-from meshseg.console import shell_command, start_tensorflow_quietly
-from meshseg.errors import ConfigError, OutputError
+from meshseg.console import start_tensorflow_quietly
+from meshseg.errors import ConfigError
 from meshseg.outputs import make_dirs, write_atomically, write_text
-from meshseg.train.rundir import SUMMARY_FILE
-from meshseg.train.sweep import FAILED_FILE, failed_job
-from meshseg.train.summary import load_run
+from meshseg.train.rundir.claim import SUMMARY_FILE
+from meshseg.train.rundir.sweep import FAILED_FILE, failed_job
+from meshseg.train.rundir.summary import load_run
 
 PLOTS = ("step_time_vs_accuracy.png", "loss_curves.png", "step_time_box.png")
 
@@ -47,7 +44,7 @@ PLOTS = ("step_time_vs_accuracy.png", "loss_curves.png", "step_time_box.png")
 def find_runs(root: str) -> List[str]:
     """Sorted run directories under `root` (itself included): directories holding
     `summary.json`, a `train/` folder with event files, or a failed sweep job's record
-    (`meshseg.train.sweep.FAILED_FILE`). Hidden folders are skipped."""
+    (`meshseg.train.rundir.sweep.FAILED_FILE`). Hidden folders are skipped."""
     runs = []
     for directory, subdirs, files in os.walk(root):
         subdirs[:] = sorted(d for d in subdirs if not d.startswith("."))
@@ -68,9 +65,9 @@ def run_record(run_dir: str) -> Dict:
 
     Returns:
       dict with run_dir; status ("done"; "failed (exit N): <its log>" for a failed sweep
-      job, `meshseg.train.sweep.failed_job`; "unfinished" without summary.json); failed
+      job, `meshseg.train.rundir.sweep.failed_job`; "unfinished" without summary.json); failed
       (bool); impl, jit, loop (from the run's settings and summary,
-      `meshseg.train.summary.load_run`; "?" if missing); label
+      `meshseg.train.rundir.summary.load_run`; "?" if missing); label
       ("impl loop jit=..."); step_times_ms float64 [N] (steps after compilation);
       median_step_ms, q1_step_ms, q3_step_ms, min_step_ms, max_step_ms (ms, None without
       steps); compile_s (sum of compile_time_s, s); peak_mib (MiB or None); loss (steps
@@ -78,7 +75,7 @@ def run_record(run_dir: str) -> Dict:
       None); validation_accuracy, validation_mean_iou (the last validation values or None).
     """
     run = load_run(run_dir)
-    from meshseg.train.summaries import read_scalars  # TensorFlow: see the module docstring
+    from meshseg.train.logs.summaries import read_scalars  # TensorFlow: see the module docstring
 
     train, evaluation, validation = (read_scalars(os.path.join(run_dir, split))
                                      for split in ("train", "eval", "validation"))
@@ -109,7 +106,7 @@ def run_record(run_dir: str) -> Dict:
 
 def checked_runs(root: str) -> List[str]:
     """The runs under `root` (`find_runs`), each with readable settings and summary
-    (`meshseg.train.summary.load_run`); TensorFlow is not needed.
+    (`meshseg.train.rundir.summary.load_run`); TensorFlow is not needed.
 
     Raises:
       ConfigError: if `root` holds no run, or a run's summary.json is not a meshseg run
@@ -247,32 +244,6 @@ def write_report(root: str, out_dir: Optional[str] = None) -> Dict[str, str]:
     write_text(paths["report"], f"# Runs under `{root}`\n\n{table}\n\n"
                + "".join(f"![{name[:-4]}]({name})\n\n" for name in PLOTS))
     return paths
-
-
-class SweepReport(Callback):
-    """Hydra callback (conf/train.yaml): when a multirun ends, writes the report of its
-    sweep directory (`write_report`) and prints the comparison table, one row per job
-    (failed ones with their exit status and log), and where the report is. A sweep whose
-    jobs wrote no run prints why instead. When jobs failed, the process then ends with one
-    line counting them, `error: N of M sweep jobs failed ...`, and exit status 1."""
-
-    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
-        sweep_dir = config.hydra.sweep.dir
-        start_tensorflow_quietly()
-        try:
-            paths = write_report(sweep_dir)
-        except (ConfigError, OutputError) as error:
-            print(f"no sweep report: {error}")
-            return
-        print(f"\n{paths['table']}\n\nreport: {paths['report']} (again: "
-              f"{shell_command(['python', '-m', 'meshseg.tools.report', sweep_dir])})")
-        jobs = find_runs(sweep_dir)
-        failed = [job for job in jobs if failed_job(job) is not None]
-        if failed:
-            print(f"error: {len(failed)} of {len(jobs)} sweep jobs failed "
-                  f"({', '.join(os.path.basename(job) for job in failed)}); their exit "
-                  f"status and log are in the table and in {paths['report']}", file=sys.stderr)
-            sys.exit(1)
 
 
 @command

@@ -10,8 +10,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from mpl_toolkits.mplot3d.art3d import Poly3DCollection
 
-from meshseg.train.mesh_summaries import label_colors
-from meshseg.train.metrics import per_class_iou
+from meshseg.train.logs.mesh_summaries import label_colors
+from meshseg.train.loop.metrics import per_class_iou
 
 
 def iou_table(confusion: np.ndarray) -> str:

@@ -28,23 +28,23 @@ from meshseg.errors import DataError, OutputError
 from meshseg.nn.networks import build_network
 from meshseg.outputs import write_atomically, write_failure_cause, writing
 from meshseg.nn.ops import xla_formulation
-from meshseg.train.autotune import choose_impl
-from meshseg.train.controller import Controller, Loop, Schedule
-from meshseg.train.custom_loop import CustomLoop
-from meshseg.train.distribute import (barrier, check_same_start, is_chief, is_replicated,
-                                      shard_input, worker_position)
-from meshseg.train.evaluate import evaluate, make_predict_step
-from meshseg.train.hparams import log_hparams
-from meshseg.train.keras_loop import KerasLoop
-from meshseg.train.mesh_summaries import MeshSummaries
-from meshseg.train.precision import resolved_precision, visible_gpus
-from meshseg.train.metrics import MaskedCrossEntropy, class_weights
-from meshseg.train.rundir import (CHECKPOINT_DIR, MODEL_FILE, SUMMARY_FILE, accept_hydra_record,
-                                  check_resume, claim_run_dir, drop_hydra_record,
-                                  record_or_check_data)
-from meshseg.train.runlock import holds_run_dir, release_run_dir
-from meshseg.train.summaries import peak_rss_mib, step_times
-from meshseg.train.summary import RunSummary
+from meshseg.train.loop.autotune import choose_impl
+from meshseg.train.loop.controller import Controller, Loop, Schedule
+from meshseg.train.loop.custom_loop import CustomLoop
+from meshseg.train.device.distribute import (barrier, check_same_start, is_chief, is_replicated,
+                                             shard_input, worker_position)
+from meshseg.train.loop.evaluate import evaluate, make_predict_step
+from meshseg.train.logs.hparams import log_hparams
+from meshseg.train.loop.keras_loop import KerasLoop
+from meshseg.train.logs.mesh_summaries import MeshSummaries
+from meshseg.train.device.precision import resolved_precision, visible_gpus
+from meshseg.train.loop.metrics import MaskedCrossEntropy, class_weights
+from meshseg.train.rundir.claim import (CHECKPOINT_DIR, MODEL_FILE, SUMMARY_FILE,
+                                        accept_hydra_record, check_resume, claim_run_dir,
+                                        drop_hydra_record, record_or_check_data)
+from meshseg.train.rundir.runlock import holds_run_dir, release_run_dir
+from meshseg.train.logs.summaries import peak_rss_mib, step_times
+from meshseg.train.rundir.summary import RunSummary
 
 log = logging.getLogger(__name__)
 DATA_PATHS = ("root", "cache_dir", "train_files", "test_files")
@@ -60,7 +60,7 @@ def typed_config(composed: TrainConfig) -> TrainConfig:
     """A copy of the composed settings, checked (`meshseg.config.check`), with the data
     paths made absolute against the working directory (the one train.py started in:
     `hydra.job.chdir` is false) and `precision=auto` resolved for this machine's GPUs or
-    CPU (`meshseg.train.precision`; logged either way, and with a GPU, that `threads` and
+    CPU (`meshseg.train.device.precision`; logged either way, and with a GPU, that `threads` and
     `inter_op_threads` apply to the CPU only).
 
     Raises:
@@ -185,7 +185,7 @@ def run(composed: TrainConfig, run_dir: str, strategy: tf.distribute.Strategy) -
       composed: the composed settings (`conf/train.yaml`; train.py's
         `meshseg.config.checked_config`), recorded as given in `run_config.yaml`.
       run_dir: the run directory (Hydra's output directory).
-      strategy: the strategy `meshseg.train.distribute.configure_runtime` made before
+      strategy: the strategy `meshseg.train.device.distribute.configure_runtime` made before
         TensorFlow's runtime started (train.py does this); TensorFlow's default strategy
         for one device.
 

@@ -15,8 +15,8 @@ from hydra import compose, initialize_config_dir
 from meshseg.config import checked_config  # also registers the config schema
 from meshseg.nn import model as _registers_keras_classes  # noqa: F401  (for load_model)
 from meshseg.train.run import run
-from meshseg.train.summaries import read_scalars
-from meshseg.train.summary import RunSummary
+from meshseg.train.logs.summaries import read_scalars
+from meshseg.train.rundir.summary import RunSummary
 
 PROJECT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = str(PROJECT / "conf")
@@ -93,7 +93,7 @@ def communicate_all(processes: list, timeout: float) -> list:
 
 def scalars(run_dir, split: str) -> dict:
     """{tag: [(step, value), ...]} of the scalars in run_dir/split's event files
-    (`meshseg.train.summaries.read_scalars`; mesh summaries are left out)."""
+    (`meshseg.train.logs.summaries.read_scalars`; mesh summaries are left out)."""
     return {tag: list(zip(steps.tolist(), values.tolist()))
             for tag, (steps, values) in read_scalars(str(Path(run_dir) / split)).items()}
 

@@ -9,8 +9,8 @@ import tensorflow as tf
 from helpers.hierarchy import grid_mesh_features, padded_batch
 from meshseg.batch import LABEL_PADDING, level_key
 from meshseg.nn.pooling import carry_back, global_pool, mean_pool, unpool, vertex_mask
-from meshseg.train.evaluate import scores
-from meshseg.train.metrics import ConfusionMatrix
+from meshseg.train.loop.evaluate import scores
+from meshseg.train.loop.metrics import ConfusionMatrix
 
 
 def two_grids(extra: int = 0):

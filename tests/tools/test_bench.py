@@ -10,7 +10,7 @@ import tensorflow as tf
 import trimesh
 
 from helpers.records import derived_record
-from meshseg.tools import bench, bench_report, bench_worker
+from meshseg.tools.bench import command as bench, report as bench_report, worker as bench_worker
 
 
 @pytest.fixture(scope="module")

@@ -24,8 +24,8 @@ from omegaconf import OmegaConf
 
 from helpers.runs import CONFIG_DIR, PROJECT
 from meshseg.console import is_native_log_line
-from meshseg.train.rundir import RUN_CONFIG
-from meshseg.train.summary import RunSummary
+from meshseg.train.rundir.claim import RUN_CONFIG
+from meshseg.train.rundir.summary import RunSummary
 
 CONVERT = "meshseg.data.convert"
 PREDICT = "meshseg.tools.predict"

@@ -1,4 +1,4 @@
-"""The benchmark's GPU memory columns (`meshseg.tools.device_memory`, `bench_worker`,
+"""The benchmark's GPU memory columns (`meshseg.tools.bench.device_memory`, `bench_worker`,
 `bench_report`), with fake devices: the allocator's and the driver's peaks over the same
 span as the RSS increase, and a CPU's output as before."""
 
@@ -10,7 +10,7 @@ import types
 import pytest
 import tensorflow as tf
 
-from meshseg.tools import bench_report, bench_worker, device_memory
+from meshseg.tools.bench import device_memory, report as bench_report, worker as bench_worker
 
 # The table's headers before the GPU columns existed: a CPU's output keeps exactly these.
 CPU_HEADERS = ["model", "precision", "impl", "jit", "V", "B", "layers", "mode", "intra",

@@ -8,7 +8,7 @@ import pytest
 
 from meshseg.tools import input_bound
 from meshseg.tools.input_bound import compare, main, report
-from meshseg.train import step as step_module
+from meshseg.train.loop import step as step_module
 
 
 def test_compare_times_both_feeds_and_the_apps_iteration_on_tiny_data(tiny_dataset,

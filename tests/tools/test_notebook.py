@@ -14,7 +14,7 @@ import pytest
 
 from helpers.runs import PROJECT, tiny_config, train_tiny
 from meshseg.console import is_native_log_line
-from meshseg.train.summary import RunSummary
+from meshseg.train.rundir.summary import RunSummary
 
 NOTEBOOK = PROJECT / "notebooks" / "evaluate.ipynb"
 

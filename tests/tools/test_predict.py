@@ -25,8 +25,8 @@ from meshseg.errors import ConfigError, DataError
 from meshseg.tools.predict import (InputSettings, evaluate_test_split, input_settings, load_model,
                                    main, mesh_inputs, predict_files, read_meshes)
 from meshseg.tools.visualize import label_colors
-from meshseg.train.evaluate import evaluate, make_predict_step
-from meshseg.train.summary import RunSummary
+from meshseg.train.loop.evaluate import evaluate, make_predict_step
+from meshseg.train.rundir.summary import RunSummary
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from helpers.runs import tiny_config, train_tiny
 from meshseg.errors import ConfigError
 from meshseg.tools import predict, pretrained
 from meshseg.tools.predict import read_meshes
-from meshseg.train.summary import RunSummary
+from meshseg.train.rundir.summary import RunSummary
 
 
 @pytest.fixture(scope="module")
@@ -131,11 +131,11 @@ def test_a_shipped_models_command_still_composes_its_run_config(name):
     """results.json's "command" is what a user runs to reproduce the model: composed with
     today's presets it gives every setting of the shipped run_config.yaml (settings added
     since take their defaults: `meshseg.config.load_run_config`; compared by
-    `meshseg.train.rundir.differing_settings`, the check a resumed run makes, plus the
+    `meshseg.train.rundir.claim.differing_settings`, the check a resumed run makes, plus the
     settings a resumed run may change, such as steps), so a
     preset that moves fails here until the command pins what the model was trained with."""
     from meshseg.config import load_run_config, train_config
-    from meshseg.train.rundir import RESUMABLE_CHANGES, differing_settings
+    from meshseg.train.rundir.claim import RESUMABLE_CHANGES, differing_settings
 
     shipped = predict.PRETRAINED_DIR / name
     command = json.loads((shipped / pretrained.RESULTS_FILE).read_text())["command"]

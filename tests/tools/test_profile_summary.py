@@ -1,6 +1,6 @@
 """`python -m meshseg.tools.profile_summary`: ops attributed to the step's parts by name, the
 table per step, and one-line errors for a folder without a readable profile. (The summary of
-a real profile: tests/train/test_profiling.py.)"""
+a real profile: tests/train/logs/test_profiling.py.)"""
 
 import subprocess
 import sys

@@ -1,4 +1,5 @@
-"""meshseg.tools.report and meshseg.train.hparams on a tiny two-run sweep: table, report, plots, HParams."""
+"""meshseg.tools.report and meshseg.train.logs.hparams on a tiny two-run sweep: table,
+report, plots, HParams."""
 
 import dataclasses
 import subprocess
@@ -15,8 +16,8 @@ from helpers.runs import PROJECT, tiny_config, train_tiny
 from meshseg.console import is_native_log_line
 from meshseg.errors import ConfigError
 from meshseg.tools.report import PLOTS, find_runs, load_records, main
-from meshseg.train.hparams import METRIC_KEYS, hparam_value, log_hparams, run_hparams
-from meshseg.train.summary import RunSummary, load_run
+from meshseg.train.logs.hparams import METRIC_KEYS, hparam_value, log_hparams, run_hparams
+from meshseg.train.rundir.summary import RunSummary, load_run
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -1,4 +1,4 @@
-"""`meshseg.tools.roofline`: the work of a step, counted by hand and on both networks."""
+"""`meshseg.tools.bench.roofline`: the work of a step, counted by hand and on both networks."""
 
 import numpy as np
 import pytest
@@ -6,8 +6,8 @@ import pytest
 from helpers.hierarchy import grid_mesh_features, padded_batch
 from meshseg.batch import level_key
 from meshseg.nn.networks import build_network
-from meshseg.tools import roofline
-from meshseg.tools.bench_worker import icosphere_batch
+from meshseg.tools.bench import roofline
+from meshseg.tools.bench.worker import icosphere_batch
 
 DEMO = dict(name="demo", num_weight_matrices=8, input_channels=16, conv_channels=(32, 64),
             hidden_channels=256)

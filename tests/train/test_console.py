@@ -18,7 +18,7 @@ from helpers.runs import PROJECT, train_command
 from meshseg.console import (hydra_override, is_native_log_line, runnable_command,
                              shell_command)
 from meshseg.train.run import log_results
-from meshseg.train.summary import RunSummary
+from meshseg.train.rundir.summary import RunSummary
 
 RNA_SAMPLE = PROJECT / "data" / "rna_sample"
 

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from meshseg.config import OptimizerConfig
-from meshseg.train.metrics import MaskedCrossEntropy, class_weights, masked_cross_entropy
+from meshseg.train.loop.metrics import MaskedCrossEntropy, class_weights, masked_cross_entropy
 from meshseg.train.run import build_optimizer, learning_rate_schedule
 
 LABELS = tf.constant([[0, 2, 1, -1]], tf.int32)

@@ -20,7 +20,7 @@ from helpers.runs import (PROJECT, final_weights, scalars, tiny_config, train_co
                           train_py, train_tiny)
 from meshseg.config import INTEGER_RANGES, check_overrides, schema_keys
 from meshseg.errors import ConfigError, DataError, NonFiniteError, OutputError, RunDirError
-from meshseg.train.summary import RunSummary
+from meshseg.train.rundir.summary import RunSummary
 
 
 @pytest.mark.slow

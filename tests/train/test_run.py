@@ -21,9 +21,9 @@ from meshseg.data.records.schema import mesh_to_example
 from meshseg.nn.model import MeshSegmentationNet
 from meshseg.nn.networks import build_network
 from meshseg.nn.ops import IMPLEMENTATIONS
-from meshseg.train.metrics import masked_cross_entropy
-from meshseg.train.step import TrainStep
-from meshseg.train.summary import RunSummary
+from meshseg.train.loop.metrics import masked_cross_entropy
+from meshseg.train.loop.step import TrainStep
+from meshseg.train.rundir.summary import RunSummary
 
 
 def group_options(group):

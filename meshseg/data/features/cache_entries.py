@@ -1,8 +1,9 @@
 """How every cache meshseg keeps on disk is read: the `impl=auto` timing cache
-(`meshseg.train.autotune`), the per-mesh descriptor cache (`meshseg.data.features.descriptor_cache`)
-and the conversion cache's stamp (`meshseg.data.records.prepare`). Standard library only. They are
-written as every output is (`meshseg.outputs.write_atomically`: a per-process temporary
-name beside the entry, renamed over it), so a reader sees the old entry or the new one.
+(`meshseg.train.loop.autotune`), the per-mesh descriptor cache
+(`meshseg.data.features.descriptor_cache`) and the conversion cache's stamp
+(`meshseg.data.records.prepare`). Standard library only. They are written as every output is
+(`meshseg.outputs.write_atomically`: a per-process temporary name beside the entry, renamed
+over it), so a reader sees the old entry or the new one.
 
 - `read_entry`: a missing entry is None; a damaged one (cut mid-write by a crash or a full
   disk, edited by hand, written by another program) is not trusted: one warning names the

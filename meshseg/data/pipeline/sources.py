@@ -300,7 +300,7 @@ def evaluation_dataset(data: DataConfig, info: DataInfo, split: str):
     """One deterministic pass over `split` ("test" or "validation") of a run's data
     (no shuffle, no augmentation; under `data.eval_rotation=so3` its records hold the
     meshes turned before conversion, `meshseg.data.records.prepare.MeshFolder.eval_turn_seed`),
-    batched as the training split: the batches `meshseg.train.evaluate` scores.
+    batched as the training split: the batches `meshseg.train.loop.evaluate` scores.
 
     Raises:
       KeyError: for a split the data has not (no validation without

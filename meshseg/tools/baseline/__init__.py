@@ -38,12 +38,12 @@ conversion of the same meshes with `data.features` hks, reads them back. A
 classifier (`--classifier`: scikit-learn's HistGradientBoostingClassifier, or an
 MLPClassifier on standardised features where trees are too slow for hundreds of classes)
 is fitted on the training vertices (a seeded random subset of `--max-train-vertices`) and
-scored on every vertex of the scored split with the run's own scoring (`meshseg.train.evaluate.scores`):
-per-vertex accuracy, mean IoU over the classes present, and the majority baseline (always
-the most frequent training class, counted over all training vertices). It prints those and
-a markdown results row; `--out` writes them as JSON, `--predictions` writes each test
-mesh's predicted labels as `<stem>.txt` (minus `data.label_offset`: the label files'
-convention).
+scored on every vertex of the scored split with the run's own scoring
+(`meshseg.train.loop.evaluate.scores`): per-vertex accuracy, mean IoU over the classes
+present, and the majority baseline (always the most frequent training class, counted over
+all training vertices). It prints those and a markdown results row; `--out` writes them
+as JSON, `--predictions` writes each test mesh's predicted labels as `<stem>.txt` (minus
+`data.label_offset`: the label files' convention).
 
 `--classifier nearest_mesh` learns nothing: each test mesh takes the labels of the
 training mesh closest to it in feature space (`NearestMeshTransfer`), vertex by vertex.
@@ -155,7 +155,7 @@ def run_baseline(overrides: list[str], features: list[str], classifier: str,
                                                      fmt="%d"), "the predicted labels")
     train_histogram = np.bincount(np.concatenate(train_classes), minlength=num_classes)
     start_tensorflow_quietly()
-    from meshseg.train.evaluate import scores
+    from meshseg.train.loop.evaluate import scores
     novel = novel_half(per_mesh, num_classes, train_histogram) if classifier == "nearest_mesh" \
         else None
     return {"novel": novel, "data": data.name, "root": str(data.root), "split": scored,
@@ -180,7 +180,7 @@ def novel_half(per_mesh: list[dict], num_classes: int, train_histogram: np.ndarr
       {"cut": the median distance, "meshes": the far half's split-file entries (in
       test-split order), "accuracy", "mean_iou", "majority_baseline_accuracy" on them}.
     """
-    from meshseg.train.evaluate import scores
+    from meshseg.train.loop.evaluate import scores
 
     cut = float(np.median([mesh["distance"] for mesh in per_mesh]))
     far = [mesh for mesh in per_mesh if mesh["distance"] > cut]

@@ -77,8 +77,8 @@ from meshseg.data.mesh.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError, DataError
 from meshseg.outputs import write_atomically
 from meshseg.registry import NETWORKS
-from meshseg.train.rundir import MODEL_FILE
-from meshseg.train.summary import RunSummary
+from meshseg.train.rundir.claim import MODEL_FILE
+from meshseg.train.rundir.summary import RunSummary
 
 from meshseg.tools.predict.evaluation import *  # noqa: F401,F403
 from meshseg.tools.predict.files import *  # noqa: F401,F403
@@ -198,7 +198,7 @@ def score_test_split(args: argparse.Namespace) -> None:
           f"{', each mesh file turned, moved and scaled at random (seed 0)' if rotated else ''}"
           f"{f', {args.hierarchies} hierarchies each' if args.hierarchies > 1 else ''}"
           f"): accuracy {result['accuracy']:.4f}, mean IoU {result['mean_iou']:.4f}")
-    from meshseg.train.metrics import iou_by_frequency
+    from meshseg.train.loop.metrics import iou_by_frequency
     print(f"mean IoU of the classes by {split} vertex count, rarest quarter first: " + "; ".join(
         f"{group['mean_iou']:.3f} ({group['classes']} classes of {group['min_vertices']}-"
         f"{group['max_vertices']} vertices)" for group in iou_by_frequency(result["confusion"])))

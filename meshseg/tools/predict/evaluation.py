@@ -44,8 +44,8 @@ def evaluate_test_split(run_dir: str, keep_meshes: int = 3) -> Dict:
     """
     from meshseg.data.pipeline.dataset import make_dataset
     from meshseg.data.records.reader import BadRecordLog, check_shard
-    from meshseg.train.evaluate import confusion_matrix, make_predict_step
-    from meshseg.train.metrics import BoundaryAccuracy, mean_iou
+    from meshseg.train.loop.evaluate import confusion_matrix, make_predict_step
+    from meshseg.train.loop.metrics import BoundaryAccuracy, mean_iou
 
     settings = input_settings(run_dir)
     missing = [path for path in settings.test_files if not os.path.isfile(path)]
@@ -110,7 +110,7 @@ def evaluate_test_files(run_dir: str, turn_seed: Optional[int] = 0,
     from meshseg.data.mesh.meshfiles import file_sha256
     from meshseg.data.features.pose import turned
     from meshseg.data.records.prepare import mesh_folder, split_pairs
-    from meshseg.train.metrics import BoundaryAccuracy, mean_iou
+    from meshseg.train.loop.metrics import BoundaryAccuracy, mean_iou
 
     config, settings = load_run_config(run_dir), input_settings(run_dir)
     if config.data.source != "mesh_folder":

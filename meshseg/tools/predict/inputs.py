@@ -14,8 +14,8 @@ from meshseg.data.features.derived import derive
 from meshseg.data.mesh.foreign import check_keras_archive
 from meshseg.data.pipeline.inputs import MeshInputs
 from meshseg.errors import ConfigError
-from meshseg.train.rundir import MODEL_FILE
-from meshseg.train.summary import RunSummary
+from meshseg.train.rundir.claim import MODEL_FILE
+from meshseg.train.rundir.summary import RunSummary
 
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class InputSettings:
 
 def input_settings(run_dir: str) -> InputSettings:
     """The `InputSettings` of a run, from its stored settings (`load_run_config`) and
-    summary (`meshseg.train.summary.RunSummary`).
+    summary (`meshseg.train.rundir.summary.RunSummary`).
 
     Raises:
       ConfigError: if `run_dir` holds no finished run (no run_config.yaml or summary.json).
