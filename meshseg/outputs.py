@@ -12,7 +12,8 @@
 - `write_atomically` (and `write_text`, `write_json`): a file written whole under a
   per-process temporary name beside it, then renamed over the destination, so a reader
   sees the last good version or the new one, never a part; the temporary is removed when
-  writing fails.
+  writing fails. `write_atomically_together`: several files that make one output (a
+  mesh's `.ply` and `.txt`), all or none of them.
 - `make_dirs`: `os.makedirs` with the umask's permissions, its failure one line.
 - `temporary_dir` and `replace_dir`: a folder built aside (with the umask's
   permissions), then put in the place of an older one, never deleting through a symlink.
@@ -25,8 +26,9 @@ import errno
 import json
 import os
 import shutil
+import signal
 import tempfile
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from meshseg.errors import ConfigError, OutputError
 
@@ -35,6 +37,8 @@ from meshseg.errors import ConfigError, OutputError
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS,
                 errno.EFBIG, errno.EIO)
 WRITE_CAUSES = tuple(os.strerror(code) for code in WRITE_ERRNOS)
+# Held back while `write_atomically_together` renames (`meshseg.signals.STOP_SIGNALS`).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def write_failure_cause(error: BaseException) -> Optional[str]:
@@ -141,6 +145,40 @@ def write_atomically(path: str, write: Callable[[str], None], what: str = "",
                 os.remove(temporary)
             raise
     return path
+
+
+def write_atomically_together(files: Sequence[Tuple[str, Callable[[str], None], str]]
+                              ) -> List[str]:
+    """Writes several files as one output, e.g. a mesh's predicted `.ply` and `.txt`: each
+    `(path, write, what)` is written whole under its temporary name (`write_atomically`),
+    and only once all are written are they renamed over their destinations, with SIGINT
+    and SIGTERM held back meanwhile (a signal then arrives after the last rename). A
+    failure or a stop signal while writing leaves none of them written and every earlier
+    version as it was; the temporaries are removed. Returns the paths.
+
+    Raises:
+      OutputError: naming the file that cannot be written (see `writing`).
+    """
+    temporaries = []
+    try:
+        for path, write, what in files:
+            with writing(path, what):
+                os.makedirs(os.path.dirname(os.fspath(path)) or ".", exist_ok=True)
+                temporaries.append(temporary_name(path))
+                write(temporaries[-1])
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            for (path, _, what), temporary in zip(files, temporaries):
+                with writing(path, what):
+                    os.replace(temporary, path)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    except BaseException:
+        for temporary in temporaries:
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
+        raise
+    return [os.fspath(path) for path, _, _ in files]
 
 
 def write_text(path: str, text: str, what: str = "") -> str:

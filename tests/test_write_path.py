@@ -150,3 +150,23 @@ def test_train_py_refuses_a_read_only_run_or_sweep_directory_before_it_starts(
         assert result.returncode == 2, result.stderr[-3000:]
         assert last_error(result) == (f"error: {setting}={read_only}/run: {read_only} is not "
                                       "writable (Read-only file system)")
+
+
+def test_a_disk_that_fills_between_a_meshs_ply_and_txt_writes_neither(trained_run, inputs,
+                                                                     tmp_path):
+    # room for the predicted .ply only: its .txt meets the full disk, and no .ply is left
+    # without its labels (`write_atomically_together`)
+    assert tool("meshseg.tools.predict", trained_run, inputs / "mesh.ply", "--out",
+                tmp_path).returncode == 0
+    page = os.sysconf("SC_PAGE_SIZE")
+    ply_pages = -(-(tmp_path / "mesh.ply").stat().st_size // page)
+    with tmpfs("1m") as folder:
+        (folder / "predictions").mkdir()
+        filler = fill(folder)
+        os.truncate(filler, filler.stat().st_size // page * page - ply_pages * page)
+        result = tool("meshseg.tools.predict", trained_run, inputs / "mesh.ply", "--out",
+                      folder / "predictions")
+        assert result.returncode == 6, result.stderr[-3000:]
+        assert last_error(result) == (f"error: {folder / 'predictions' / 'mesh.txt'}: cannot "
+                                      "write the predicted labels: No space left on device")
+        assert os.listdir(folder / "predictions") == []

@@ -5,13 +5,16 @@
 """
 
 import dataclasses
+import io
 from pathlib import Path
 from typing import List, Optional
 
 from hydra import compose, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.errors import HydraException
+import yaml
 from omegaconf import DictConfig, MissingMandatoryValue, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from meshseg.config.checks import check, check_overrides
 from meshseg.config.schema import CONFIG_DIR, RUN_CONFIG, TrainConfig
@@ -70,12 +73,33 @@ def train_config(overrides: List[str]) -> TrainConfig:
 
 def load_run_config(run_dir: str) -> Optional[TrainConfig]:
     """The typed settings a run stored in `<run_dir>/run_config.yaml` (`RUN_CONFIG`,
-    written by `save_run_config`), or None without one: the one reader of that file."""
+    written by `save_run_config`), or None without one: the one reader of that file.
+
+    Raises:
+      ConfigError: "<path> is not a meshseg run's settings (<why>)" for a damaged file:
+        not UTF-8, not YAML, or keys and values the settings do not have.
+    """
     path = Path(run_dir) / RUN_CONFIG
     if not path.exists():
         return None
-    return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig),
-                                               OmegaConf.load(path)))
+    try:
+        stored = OmegaConf.load(io.StringIO(path.read_bytes().decode("utf-8-sig")))
+        if not isinstance(stored, DictConfig) or not stored:
+            raise ValueError("it holds no settings")
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(TrainConfig), stored))
+    except (yaml.YAMLError, OmegaConfBaseException, ValueError) as error:
+        raise ConfigError(f"{path} is not a meshseg run's settings "
+                          f"({_damage(error)})") from None
+
+
+def _damage(error: Exception) -> str:
+    """What is wrong with a damaged settings file, in one line."""
+    if isinstance(error, UnicodeDecodeError):
+        return f"not UTF-8 text: byte 0x{error.object[error.start]:02x} at offset {error.start}"
+    mark = getattr(error, "problem_mark", None)
+    if mark is not None:
+        return f"not YAML: line {mark.line + 1}, column {mark.column + 1}: {error.problem}"
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def save_run_config(config: TrainConfig, path: str) -> None:

@@ -32,6 +32,8 @@ from typing import Dict, List, Optional, Sequence
 
 from meshseg.cli import command, output_dir
 from meshseg.console import start_tensorflow_quietly
+from meshseg.outputs import write_text
+from meshseg.signals import run_child
 from meshseg.tools.bench.device_memory import DeviceMemory, gpu_memory
 
 # Partition-graph nodes that are plumbing, not ops of the step.
@@ -174,8 +176,8 @@ def train_default_run(steps: int, out: str, overrides: Sequence[str],
                *overrides, f"hydra.run.dir={run_dir}"]
     start = time.perf_counter()
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                              cwd=script.parent)
+        proc = run_child(command, timeout=timeout, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=script.parent)
     except subprocess.TimeoutExpired:
         return {"error": f"timeout after {timeout:g} s"}
     summary = RunSummary.load(run_dir)
@@ -257,7 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Runs the check; prints the Markdown table and writes it to `<out>/gpu_check.md`;
     returns 0. An `--out` that is a file ends the process with one line and exit status 2
-    (`ConfigError`)."""
+    (`ConfigError`); a table that cannot be written (a full disk) with one line naming it
+    and exit status 6 (`OutputError`, `meshseg.outputs`)."""
     args = build_parser().parse_args(argv)
     output_dir("--out", args.out)
     start_tensorflow_quietly()
@@ -287,8 +290,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     train = train_default_run(sizes["train_steps"], args.out, overrides, args.train_timeout)
     report = markdown(device, checks, rows, train, sizes, args.smoke)
     print(report)
-    with open(os.path.join(args.out, "gpu_check.md"), "w") as f:
-        f.write(report)
+    write_text(os.path.join(args.out, "gpu_check.md"), report, "the check's table")
     return 0
 
 

@@ -16,8 +16,10 @@ that trained it) and the per-vertex accuracy on those sample meshes, pooled over
 vertices, which the tests reproduce from the shipped files. Every sample test mesh
 must be a test mesh of the run's own split (never a training mesh of it).
 
-A run without a finished model, a model above `--max-mib` (MiB) or a sample test mesh
-the run trained on end the command with one line and exit status 2.
+A run without a finished model, a model above `--max-mib` (MiB), a sample test mesh
+the run trained on, or a `meshseg/pretrained/` this user may not write end the command
+with one line and exit status 2. The package is built aside and then put in place, so a
+failure leaves an earlier package with that name as it was and no half-built one.
 """
 
 import argparse
@@ -29,12 +31,12 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from meshseg.cli import command, distinct_from_inputs, existing_dir
+from meshseg.cli import command, distinct_from_inputs, existing_dir, output_dir
 from meshseg.console import shell_command, start_tensorflow_quietly
 from meshseg.data.mesh.foreign import list_file_lines
 from meshseg.data.mesh.meshfiles import load_label_file
 from meshseg.errors import ConfigError
-from meshseg.outputs import write_atomically, write_json
+from meshseg.outputs import make_dirs, replace_dir, temporary_dir, write_atomically, write_json
 from meshseg.config import load_run_config
 from meshseg.tools.predict import PRETRAINED_DIR, predict_files
 from meshseg.train.rundir.claim import MODEL_FILE, RUN_CONFIG, SUMMARY_FILE
@@ -148,19 +150,28 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
     distinct_from_inputs("--name", [str(target / file) for file in
                                     (*SHIPPED_FILES, RESULTS_FILE)], run_files)
     check_held_out(run_dir, sample_meshes(sample))
-    for file in (MODEL_FILE, RUN_CONFIG):
-        write_atomically(str(target / file),
-                         lambda path, file=file: shutil.copy(Path(run_dir) / file, path))
-    shipped_summary(summary).save(str(target))
-    results = {
-        "command": training_command(run_dir), "steps": summary.steps,
-        "test_accuracy": summary.eval_accuracy, "test_mean_iou": summary.eval_mean_iou,
-        "validation_accuracy": summary.validation_accuracy,
-        "validation_mean_iou": summary.validation_mean_iou,
-        "model_mib": round(mib, 2),
-        "sample": {"folder": os.path.relpath(sample), **sample_accuracy(str(target), sample)},
-    }
-    write_json(str(target / RESULTS_FILE), results, indent=2)
+    # Built aside, then put in the place of an earlier package: a sample mesh that fails,
+    # a full disk or a stop signal leaves no half-built package (`meshseg.outputs`).
+    build = Path(temporary_dir(make_dirs(str(target.parent)), f".{target.name}.build-"))
+    try:
+        for file in (MODEL_FILE, RUN_CONFIG):
+            write_atomically(str(build / file),
+                             lambda path, file=file: shutil.copy(Path(run_dir) / file, path))
+        shipped_summary(summary).save(str(build))
+        results = {
+            "command": training_command(run_dir), "steps": summary.steps,
+            "test_accuracy": summary.eval_accuracy, "test_mean_iou": summary.eval_mean_iou,
+            "validation_accuracy": summary.validation_accuracy,
+            "validation_mean_iou": summary.validation_mean_iou,
+            "model_mib": round(mib, 2),
+            "sample": {"folder": os.path.relpath(sample),
+                       **sample_accuracy(str(build), sample)},
+        }
+        write_json(str(build / RESULTS_FILE), results, indent=2)
+        replace_dir(str(build), str(target))
+    except BaseException:
+        shutil.rmtree(build, ignore_errors=True)
+        raise
     return target
 
 
@@ -176,6 +187,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = parser.parse_args(argv)
     existing_dir("run_dir", args.run_dir)
     existing_dir("--sample", args.sample)
+    output_dir("--name", str(PRETRAINED_DIR / args.name))
     start_tensorflow_quietly()
     target = package(args.run_dir, args.name, Path(args.sample), args.max_mib)
     results = json.loads((target / RESULTS_FILE).read_text())

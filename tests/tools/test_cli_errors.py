@@ -175,6 +175,13 @@ CASES = [
          "is a file"),
     case("report-bad-summary", REPORT, "bad_summary", 2, "summary.json",
          "not a meshseg run summary"),
+    # a run's own files, damaged: named, never a traceback
+    case("report-summary-cut-mid-json", REPORT, "run_cut_summary", 2,
+         "run_cut_summary/summary.json", "not a meshseg run summary (damaged"),
+    case("report-settings-not-utf8", REPORT, "run_utf16_config", 2,
+         "run_utf16_config/run_config.yaml", "not UTF-8 text: byte 0xff at offset 0"),
+    case("predict-settings-not-yaml", PREDICT, "run_cut_config meshes/good.off", 2,
+         "run_cut_config/run_config.yaml", "not YAML: line"),
 
     case("input-bound-unknown-key", INPUT_BOUND, "stpes=3", 2, "stpes"),
     case("input-bound-unknown-impl", INPUT_BOUND, "impl=nonsense", 2, "impl/nonsense",
@@ -253,7 +260,20 @@ def workspace(tmp_path_factory):
     _write_finished_run(root / "run_chose", with_model=True,
                         overrides=("data.validation_meshes=2",))
     _write_foreign_files(root)
+    _write_damaged_runs(root)
     return root
+
+
+def _write_damaged_runs(root) -> None:
+    """Finished runs whose summary.json is cut mid-JSON, or whose run_config.yaml is in
+    UTF-16 or cut mid-YAML."""
+    for name in ("run_cut_summary", "run_utf16_config", "run_cut_config"):
+        _write_finished_run(root / name, with_model=True)
+    summary = (root / "run_cut_summary" / "summary.json").read_text()
+    (root / "run_cut_summary" / "summary.json").write_text(summary[:len(summary) // 2])
+    settings = (root / "run_utf16_config" / RUN_CONFIG).read_text()
+    (root / "run_utf16_config" / RUN_CONFIG).write_text(settings, encoding="utf-16")
+    (root / "run_cut_config" / RUN_CONFIG).write_text("data:\n  root: [cut")
 
 
 def _write_foreign_files(root) -> None:

@@ -1,6 +1,8 @@
 """`meshseg.tools.gpu_check`: the host-placement count of a GPU run (from a hand-made
 RunMetadata) and the whole check in its CPU smoke mode."""
 
+import os
+
 import pytest
 from tensorflow.core.protobuf import config_pb2
 
@@ -67,3 +69,25 @@ def test_the_smoke_mode_writes_one_markdown_table_with_every_impl_and_jit(tiny_d
         if cells[1].strip() == "false":
             assert int(cells[2]) > 100 and cells[3].strip() == "0"  # ops; none without kernel
     assert "Smoke run" in report and "steps=2`: impl gather_matmul" in report
+
+
+def test_a_full_disk_when_writing_the_table_ends_in_one_line_and_leaves_no_partial_file(
+        monkeypatch, capsys):
+    # the measurements are stood in for; the write of gpu_check.md meets a real full tmpfs
+    from helpers.filesystems import fill, tmpfs
+
+    monkeypatch.setattr(gpu_check, "gpu_memory", lambda: None)
+    monkeypatch.setattr(gpu_check, "device_lines", lambda: ["- GPU: none"])
+    monkeypatch.setattr(gpu_check, "host_check", lambda impl, sizes: {})
+    monkeypatch.setattr(gpu_check, "benchmark", lambda *args: [])
+    monkeypatch.setattr(gpu_check, "train_default_run", lambda *args: {"error": "skipped"})
+    monkeypatch.setattr(gpu_check, "markdown", lambda *args: "| table |\n" * 4096)
+    with tmpfs("1m") as folder:
+        fill(folder)
+        with pytest.raises(SystemExit) as ended:
+            gpu_check.main(["--smoke", "--out", str(folder)])
+        assert ended.value.code == 6
+        assert capsys.readouterr().err.splitlines()[-1] == (
+            f"error: {folder / 'gpu_check.md'}: cannot write the check's table: No space "
+            "left on device")
+        assert os.listdir(folder) == ["filler"]

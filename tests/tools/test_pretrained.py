@@ -14,7 +14,7 @@ import pytest
 import trimesh
 
 from helpers.runs import tiny_config, train_tiny
-from meshseg.errors import ConfigError
+from meshseg.errors import ConfigError, MeshsegError
 from meshseg.tools import predict, pretrained
 from meshseg.tools.predict import read_meshes
 from meshseg.train.rundir.summary import RunSummary
@@ -163,3 +163,35 @@ def test_a_shipped_summary_names_the_test_shards_inside_the_project_relative_to_
 def test_a_shipped_model_names_no_path_of_the_machine_that_trained_it(name):
     summary = RunSummary.load(str(predict.PRETRAINED_DIR / name))
     assert summary.test_files and not any(os.path.isabs(p) for p in summary.test_files)
+
+
+def test_a_sample_mesh_that_fails_leaves_the_earlier_package_and_no_half_built_one(
+        run_and_sample, tmp_path):
+    run_dir, sample = run_and_sample
+    damaged = tmp_path / "sample"
+    shutil.copytree(sample, damaged)
+    text = (damaged / "off" / "m1.off").read_text()
+    (damaged / "off" / "m1.off").write_text(text[:len(text) // 2])  # cut short
+    (tmp_path / "shipped" / "tiny").mkdir(parents=True)
+    (tmp_path / "shipped" / "tiny" / "results.json").write_text("{}\n")
+    with pytest.raises(MeshsegError, match="m1.off"):
+        pretrained.package(str(run_dir), "tiny", damaged, into=tmp_path / "shipped")
+    assert os.listdir(tmp_path / "shipped") == ["tiny"]
+    assert os.listdir(tmp_path / "shipped" / "tiny") == ["results.json"]
+
+
+def test_a_shipped_models_folder_this_user_may_not_write_is_refused_before_any_work(
+        run_and_sample):
+    from helpers.filesystems import run_as_nobody, tmpfs
+
+    run_dir, sample = run_and_sample
+    with tmpfs("8m") as mounted:
+        shutil.copytree(run_dir, mounted / "run")
+        shutil.copytree(sample, mounted / "sample")
+        result = run_as_nobody("meshseg.tools.pretrained",
+                               ["run", "--name", "tiny", "--sample", "sample"], cwd=mounted)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.splitlines()[-1] == (
+        f"error: --name {predict.PRETRAINED_DIR / 'tiny'}: {predict.PRETRAINED_DIR} is not "
+        "writable (Permission denied)")
+    assert "tiny" not in predict.pretrained_names()

@@ -89,8 +89,10 @@ PRETRAINED_DIR = Path(__file__).resolve().parents[2] / "pretrained"
 
 
 def pretrained_names() -> List[str]:
-    """The models shipped with meshseg: the folders of `PRETRAINED_DIR`."""
-    return sorted(p.name for p in PRETRAINED_DIR.iterdir() if p.is_dir()) \
+    """The models shipped with meshseg: the folders of `PRETRAINED_DIR` (not a hidden one,
+    a package `meshseg.tools.pretrained` is building)."""
+    return sorted(p.name for p in PRETRAINED_DIR.iterdir()
+                  if p.is_dir() and not p.name.startswith(".")) \
         if PRETRAINED_DIR.is_dir() else []
 
 

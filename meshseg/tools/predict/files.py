@@ -18,7 +18,7 @@ from meshseg.data.mesh.meshfiles import load_geometry, load_label_file
 from meshseg.data.features.pose import ambiguity, principal_pose
 from meshseg.data.mesh.validate import InvalidMeshError, validate_labels
 from meshseg.errors import ConfigError
-from meshseg.outputs import write_atomically
+from meshseg.outputs import write_atomically, write_atomically_together
 
 from meshseg.tools.predict.inputs import (input_settings, load_model, predict_labels,
                                           run_label_offset)
@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 def write_prediction(out_dir: str, stem: str, vertices: np.ndarray, triangles: np.ndarray,
                      labels: np.ndarray) -> Tuple[str, str]:
     """Writes `<stem>.ply` (vertices coloured by `label_colors`) and `<stem>.txt` (one
-    label per line) into `out_dir` (created if missing), each whole
-    (`meshseg.outputs.write_atomically`); returns both paths.
+    label per line) into `out_dir` (created if missing), both or neither, each whole
+    (`meshseg.outputs.write_atomically_together`; a full disk or a stop signal between
+    them leaves no `.ply` without its `.txt`); returns both paths.
 
     Raises:
       OutputError: if a file cannot be written (a full disk, no permission), naming it.
@@ -41,9 +42,9 @@ def write_prediction(out_dir: str, stem: str, vertices: np.ndarray, triangles: n
     ply_path, txt_path = (os.path.join(out_dir, stem + ext) for ext in (".ply", ".txt"))
     mesh = trimesh.Trimesh(vertices, triangles, vertex_colors=label_colors(labels),
                            process=False)
-    write_atomically(ply_path, mesh.export, "the predicted mesh")
-    write_atomically(txt_path, lambda path: np.savetxt(path, labels, fmt="%d"),
-                     "the predicted labels")
+    write_atomically_together([
+        (ply_path, mesh.export, "the predicted mesh"),
+        (txt_path, lambda path: np.savetxt(path, labels, fmt="%d"), "the predicted labels")])
     return ply_path, txt_path
 
 

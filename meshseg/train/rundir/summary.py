@@ -100,8 +100,12 @@ class RunSummary:
         path = os.path.join(run_dir, SUMMARY_FILE)
         if not os.path.exists(path):
             return None
-        with open(path) as f:
-            fields = json.load(f)
+        try:
+            with open(path, "rb") as f:
+                fields = json.loads(f.read().decode("utf-8-sig"))
+        except ValueError as error:  # a damaged file: not UTF-8, not JSON
+            raise ConfigError(f"{path} is not a meshseg run summary (damaged: "
+                              f"{' '.join(str(error).split())})") from None
         expected = {f.name for f in dataclasses.fields(cls)}
         required = {f.name for f in dataclasses.fields(cls)
                     if f.default is dataclasses.MISSING}
