@@ -17,6 +17,15 @@ from helpers.runs import PROJECT, train_command
 RNA_SAMPLE = PROJECT / "data" / "rna_sample"
 
 
+def command_line(pid: int) -> str:
+    """The command line of process `pid` ("" once it has ended: a child listed by
+    `children` may exit before its command line is read)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
 def children(pid: int) -> list[int]:
     """The pids of the live processes whose parent is `pid` (read from /proc)."""
     found = []
@@ -93,8 +102,7 @@ def stopped_while_converting(command: list, build_glob: str, signum: int, folder
     workers = []
 
     def converting(pid: int):
-        workers[:] = [child for child in children(pid) if "spawn_main" in
-                      Path(f"/proc/{child}/cmdline").read_text(errors="replace")]
+        workers[:] = [child for child in children(pid) if "spawn_main" in command_line(child)]
         return len(workers) >= 2 and list(folder.glob(build_glob))
 
     status, output = signalled_when(command, converting, signum, cwd, settle_s=0.5)
