@@ -33,7 +33,7 @@ from typing import Dict, List, Optional
 
 from meshseg.cli import command, distinct_from_inputs, existing_dir, output_dir
 from meshseg.console import shell_command, start_tensorflow_quietly
-from meshseg.data.mesh.foreign import list_file_lines
+from meshseg.data.mesh.foreign import list_file_lines, read_yaml
 from meshseg.data.mesh.meshfiles import load_label_file
 from meshseg.errors import ConfigError
 from meshseg.outputs import make_dirs, replace_dir, temporary_dir, write_atomically, write_json
@@ -103,12 +103,16 @@ def sample_accuracy(run_dir: str, sample: Path) -> Dict:
 
 
 def training_command(run_dir: str) -> str:
-    """`python train.py <overrides>` as the run's `.hydra/overrides.yaml` records it."""
-    import yaml
+    """`python train.py <overrides>` as the run's `.hydra/overrides.yaml` records it.
 
+    Raises:
+      ConfigError: "<path> is not Hydra's list of a run's overrides (damaged: <why>)" for
+        a file cut short, not UTF-8, not YAML or not a list of overrides.
+    """
     path = Path(run_dir) / ".hydra" / "overrides.yaml"
-    overrides = [str(o) for o in yaml.safe_load(path.read_text()) or []
-                 if not str(o).startswith("hydra.")] if path.exists() else []
+    recorded = (read_yaml(path, "Hydra's list of a run's overrides", ConfigError,
+                          (list, type(None))) or []) if path.exists() else []
+    overrides = [str(o) for o in recorded if not str(o).startswith("hydra.")]
     return shell_command(["python", "train.py", *overrides])
 
 
@@ -150,6 +154,7 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
     distinct_from_inputs("--name", [str(target / file) for file in
                                     (*SHIPPED_FILES, RESULTS_FILE)], run_files)
     check_held_out(run_dir, sample_meshes(sample))
+    command = training_command(run_dir)  # a damaged record is refused before any work
     # Built aside, then put in the place of an earlier package: a sample mesh that fails,
     # a full disk or a stop signal leaves no half-built package (`meshseg.outputs`).
     build = Path(temporary_dir(make_dirs(str(target.parent)), f".{target.name}.build-"))
@@ -159,7 +164,7 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
                              lambda path, file=file: shutil.copy(Path(run_dir) / file, path))
         shipped_summary(summary).save(str(build))
         results = {
-            "command": training_command(run_dir), "steps": summary.steps,
+            "command": command, "steps": summary.steps,
             "test_accuracy": summary.eval_accuracy, "test_mean_iou": summary.eval_mean_iou,
             "validation_accuracy": summary.validation_accuracy,
             "validation_mean_iou": summary.validation_mean_iou,

@@ -96,6 +96,27 @@ def test_packaging_a_shipped_model_onto_itself_is_refused_and_leaves_it_whole(
     assert {p.name: p.read_bytes() for p in shipped.iterdir() if p.is_file()} == before
 
 
+@pytest.mark.parametrize("damage, why", [
+    ("cut", "(damaged: not YAML: line"),
+    ("utf16", "(damaged: line 1: not UTF-8 text (byte 0xff at column 1)"),
+    ("mapping", "(damaged: it holds a dict, not a list or NoneType)"),
+])
+def test_a_runs_damaged_overrides_record_is_refused_in_one_line(tmp_path, damage, why):
+    path = tmp_path / ".hydra" / "overrides.yaml"
+    path.parent.mkdir()
+    text = "- steps=4\n- model.conv_channels=[8,8,16]\n- 'data.root=/my data'\n"
+    path.write_bytes({"cut": b"- steps=4\n- 'data.root=/my data", "utf16":
+                      text.encode("utf-16"), "mapping": b"steps: 4\n"}[damage])
+    with pytest.raises(ConfigError) as error:
+        pretrained.training_command(str(tmp_path))
+    message = str(error.value)
+    assert message.startswith(f"{path} is not Hydra's list of a run's overrides ")
+    assert why in message and len(message.splitlines()) == 1
+    path.write_text(text)
+    assert pretrained.training_command(str(tmp_path)) == (
+        "python train.py steps=4 'model.conv_channels=[8,8,16]' 'data.root=/my data'")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", predict.pretrained_names())
 def test_a_shipped_model_reproduces_the_sample_accuracy_it_records(name):
