@@ -18,7 +18,8 @@ must be a test mesh of the run's own split (never a training mesh of it).
 
 A run without a finished model, a model above `--max-mib` (MiB), a sample test mesh
 the run trained on, or a `meshseg/pretrained/` this user may not write end the command
-with one line and exit status 2. The package is built aside and then put in place, so a
+with one line and exit status 2, and so does a `--name` that is not a plain folder name
+(a path such as `../x` or `/abs/dir`, `.`, `..`, or a hidden name). The package is built aside and then put in place, so a
 failure leaves an earlier package with that name as it was and no half-built one.
 """
 
@@ -128,6 +129,22 @@ def shipped_summary(summary: RunSummary) -> RunSummary:
         for rel, path in zip(inside, summary.test_files)])
 
 
+def check_name(name: str) -> str:
+    """`name` if it is a plain folder name, the folder `meshseg/pretrained/<name>/` and
+    nothing outside it: no path separator, not `.` or `..`, not hidden (a build folder
+    is hidden), not empty.
+
+    Raises:
+      ConfigError: "--name <name>: not a plain folder name (...)".
+    """
+    separators = [sep for sep in (os.sep, os.altsep, "\0") if sep]
+    if not name or any(sep in name for sep in separators) or name.startswith("."):
+        raise ConfigError(f"--name {name!r}: not a plain folder name (a name such as rna: "
+                          f"no path separator, not . or .., not hidden); the package is "
+                          f"written to {PRETRAINED_DIR}/<name>")
+    return name
+
+
 def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
             into: Path = PRETRAINED_DIR) -> Path:
     """Copies the run into `into / name` (default: the package's shipped models) and
@@ -138,9 +155,11 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
 
     Raises:
       ConfigError: no finished run, a model above `max_mib` MiB, a sample mesh the
-        run trained on, or a target folder whose files are the run's own (packaging a
+        run trained on, a `name` that is not a plain folder name (`check_name`), or a
+        target folder whose files are the run's own (packaging a
         shipped model onto itself; `meshseg.cli.distinct_from_inputs`).
     """
+    check_name(name)
     summary = RunSummary.load(run_dir)
     model = Path(run_dir) / MODEL_FILE
     if summary is None or not model.is_file():
@@ -190,6 +209,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                         help="a folder with ply/ (or off/), labels/ and test.txt of held-out meshes")
     parser.add_argument("--max-mib", type=float, default=10.0, help="largest model (MiB)")
     args = parser.parse_args(argv)
+    check_name(args.name)
     existing_dir("run_dir", args.run_dir)
     existing_dir("--sample", args.sample)
     output_dir("--name", str(PRETRAINED_DIR / args.name))
