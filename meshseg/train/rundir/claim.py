@@ -16,7 +16,7 @@ import google_crc32c
 from meshseg.config import RUN_CONFIG, TrainConfig, flat_settings, load_run_config, save_run_config
 from meshseg.data.mesh.foreign import read_json
 from meshseg.errors import ConfigError, Interrupted, RunDirError
-from meshseg.outputs import write_atomically, write_json
+from meshseg.outputs import make_dirs, write_atomically, write_json, writing
 from meshseg.signals import Stop
 from meshseg.train.rundir.runlock import hold_run_dir
 
@@ -190,13 +190,16 @@ def new_run_dir(name: str) -> str:
     claim and is atomic, so runs that claim the same name at once each get their own.
 
     Raises:
-      OSError: if the directory cannot be created (other than because it exists).
+      OutputError: "<folder>: cannot write the run directory: <cause>" if it cannot be
+        created (other than because it exists): a read-only or full filesystem, no inodes
+        left, no permission (`meshseg.outputs.writing`).
     """
-    os.makedirs(os.path.dirname(name) or ".", exist_ok=True)
+    make_dirs(os.path.dirname(name) or ".")
     for attempt in count():
         candidate = f"{name}-{attempt}" if attempt else name
         try:
-            os.mkdir(candidate)
+            with writing(candidate, "the run directory"):
+                os.mkdir(candidate)
             return candidate
         except FileExistsError:
             continue
