@@ -82,13 +82,13 @@ def claim_sweep_dir(config: DictConfig) -> str:
         sweep_dir = str(config.hydra.sweep.dir)
         held = sorted(os.listdir(make_dirs(sweep_dir)))
         if not held:
-            try:
-                with writing(os.path.join(sweep_dir, MULTIRUN_FILE), "the sweep's record"):
+            with writing(os.path.join(sweep_dir, MULTIRUN_FILE), "the sweep's record"):
+                try:  # (inside `writing`, which would take "File exists" for a failure)
                     os.close(os.open(os.path.join(sweep_dir, MULTIRUN_FILE),
                                      os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-                return sweep_dir
-            except FileExistsError:
-                held = [MULTIRUN_FILE]
+                    return sweep_dir
+                except FileExistsError:
+                    held = [MULTIRUN_FILE]
         raise RunDirError(f"hydra.sweep.dir={sweep_dir} is not empty (it holds "
                           f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}); give a "
                           "new directory, or leave hydra.sweep.dir out for a new dated one")

@@ -197,12 +197,12 @@ def new_run_dir(name: str) -> str:
     make_dirs(os.path.dirname(name) or ".")
     for attempt in count():
         candidate = f"{name}-{attempt}" if attempt else name
-        try:
-            with writing(candidate, "the run directory"):
+        with writing(candidate, "the run directory"):
+            try:  # (inside `writing`, which would take "File exists" for a failure)
                 os.mkdir(candidate)
-            return candidate
-        except FileExistsError:
-            continue
+                return candidate
+            except FileExistsError:
+                continue
 
 
 def job_id() -> str:
