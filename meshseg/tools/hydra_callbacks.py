@@ -19,7 +19,7 @@ from omegaconf.errors import OmegaConfBaseException
 from meshseg.config import TrainConfig, check_data_paths, check_overrides, checked_config
 from meshseg.console import hydra_override, shell_command, start_tensorflow_quietly
 from meshseg.errors import ConfigError, MeshsegError, OutputError, RunDirError
-from meshseg.outputs import check_output_dir
+from meshseg.outputs import check_output_dir, make_dirs, writing
 from meshseg.train.rundir.ownership import check_checkpoint_owner
 from meshseg.train.rundir.claim import (CHECKPOINT_DIR, HYDRA_DIR, MULTIRUN_FILE, check_resume,
                                         check_run_dir, job_id, new_run_dir, pending_hydra_record)
@@ -47,7 +47,7 @@ def default_run_dir(config: DictConfig) -> str:
 
     Raises:
       ConfigError: see `job_id`.
-      OSError: see `new_run_dir`.
+      OutputError: see `new_run_dir`.
     """
     if not in_multi_worker_job(config):
         return new_run_dir(config.hydra.run.dir)
@@ -75,19 +75,20 @@ def claim_sweep_dir(config: DictConfig) -> str:
     Raises:
       RunDirError: if the given directory is not empty (another sweep's or run's files, which
         are left exactly as they were), or another sweep claims it at the same moment.
-      OSError: if the directory cannot be created.
+      OutputError: if the directory cannot be created (`new_run_dir`,
+        `meshseg.outputs.make_dirs`), naming it and the cause.
     """
     if run_dir_given(config, "hydra.sweep.dir"):
         sweep_dir = str(config.hydra.sweep.dir)
-        os.makedirs(sweep_dir, exist_ok=True)
-        held = sorted(os.listdir(sweep_dir))
+        held = sorted(os.listdir(make_dirs(sweep_dir)))
         if not held:
-            try:
-                os.close(os.open(os.path.join(sweep_dir, MULTIRUN_FILE),
-                                 os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-                return sweep_dir
-            except FileExistsError:
-                held = [MULTIRUN_FILE]
+            with writing(os.path.join(sweep_dir, MULTIRUN_FILE), "the sweep's record"):
+                try:  # (inside `writing`, which would take "File exists" for a failure)
+                    os.close(os.open(os.path.join(sweep_dir, MULTIRUN_FILE),
+                                     os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+                    return sweep_dir
+                except FileExistsError:
+                    held = [MULTIRUN_FILE]
         raise RunDirError(f"hydra.sweep.dir={sweep_dir} is not empty (it holds "
                           f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}); give a "
                           "new directory, or leave hydra.sweep.dir out for a new dated one")

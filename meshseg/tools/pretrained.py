@@ -18,7 +18,8 @@ must be a test mesh of the run's own split (never a training mesh of it).
 
 A run without a finished model, a model above `--max-mib` (MiB), a sample test mesh
 the run trained on, or a `meshseg/pretrained/` this user may not write end the command
-with one line and exit status 2. The package is built aside and then put in place, so a
+with one line and exit status 2, and so does a `--name` that is not a plain folder name
+(a path such as `../x` or `/abs/dir`, `.`, `..`, or a hidden name). The package is built aside and then put in place, so a
 failure leaves an earlier package with that name as it was and no half-built one.
 """
 
@@ -33,7 +34,7 @@ from typing import Dict, List, Optional
 
 from meshseg.cli import command, distinct_from_inputs, existing_dir, output_dir
 from meshseg.console import shell_command, start_tensorflow_quietly
-from meshseg.data.mesh.foreign import list_file_lines
+from meshseg.data.mesh.foreign import list_file_lines, read_yaml
 from meshseg.data.mesh.meshfiles import load_label_file
 from meshseg.errors import ConfigError
 from meshseg.outputs import make_dirs, replace_dir, temporary_dir, write_atomically, write_json
@@ -103,12 +104,16 @@ def sample_accuracy(run_dir: str, sample: Path) -> Dict:
 
 
 def training_command(run_dir: str) -> str:
-    """`python train.py <overrides>` as the run's `.hydra/overrides.yaml` records it."""
-    import yaml
+    """`python train.py <overrides>` as the run's `.hydra/overrides.yaml` records it.
 
+    Raises:
+      ConfigError: "<path> is not Hydra's list of a run's overrides (damaged: <why>)" for
+        a file cut short, not UTF-8, not YAML or not a list of overrides.
+    """
     path = Path(run_dir) / ".hydra" / "overrides.yaml"
-    overrides = [str(o) for o in yaml.safe_load(path.read_text()) or []
-                 if not str(o).startswith("hydra.")] if path.exists() else []
+    recorded = (read_yaml(path, "Hydra's list of a run's overrides", ConfigError,
+                          (list, type(None))) or []) if path.exists() else []
+    overrides = [str(o) for o in recorded if not str(o).startswith("hydra.")]
     return shell_command(["python", "train.py", *overrides])
 
 
@@ -124,6 +129,22 @@ def shipped_summary(summary: RunSummary) -> RunSummary:
         for rel, path in zip(inside, summary.test_files)])
 
 
+def check_name(name: str) -> str:
+    """`name` if it is a plain folder name, the folder `meshseg/pretrained/<name>/` and
+    nothing outside it: no path separator, not `.` or `..`, not hidden (a build folder
+    is hidden), not empty.
+
+    Raises:
+      ConfigError: "--name <name>: not a plain folder name (...)".
+    """
+    separators = [sep for sep in (os.sep, os.altsep, "\0") if sep]
+    if not name or any(sep in name for sep in separators) or name.startswith("."):
+        raise ConfigError(f"--name {name!r}: not a plain folder name (a name such as rna: "
+                          f"no path separator, not . or .., not hidden); the package is "
+                          f"written to {PRETRAINED_DIR}/<name>")
+    return name
+
+
 def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
             into: Path = PRETRAINED_DIR) -> Path:
     """Copies the run into `into / name` (default: the package's shipped models) and
@@ -134,9 +155,11 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
 
     Raises:
       ConfigError: no finished run, a model above `max_mib` MiB, a sample mesh the
-        run trained on, or a target folder whose files are the run's own (packaging a
+        run trained on, a `name` that is not a plain folder name (`check_name`), or a
+        target folder whose files are the run's own (packaging a
         shipped model onto itself; `meshseg.cli.distinct_from_inputs`).
     """
+    check_name(name)
     summary = RunSummary.load(run_dir)
     model = Path(run_dir) / MODEL_FILE
     if summary is None or not model.is_file():
@@ -150,6 +173,7 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
     distinct_from_inputs("--name", [str(target / file) for file in
                                     (*SHIPPED_FILES, RESULTS_FILE)], run_files)
     check_held_out(run_dir, sample_meshes(sample))
+    command = training_command(run_dir)  # a damaged record is refused before any work
     # Built aside, then put in the place of an earlier package: a sample mesh that fails,
     # a full disk or a stop signal leaves no half-built package (`meshseg.outputs`).
     build = Path(temporary_dir(make_dirs(str(target.parent)), f".{target.name}.build-"))
@@ -159,7 +183,7 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
                              lambda path, file=file: shutil.copy(Path(run_dir) / file, path))
         shipped_summary(summary).save(str(build))
         results = {
-            "command": training_command(run_dir), "steps": summary.steps,
+            "command": command, "steps": summary.steps,
             "test_accuracy": summary.eval_accuracy, "test_mean_iou": summary.eval_mean_iou,
             "validation_accuracy": summary.validation_accuracy,
             "validation_mean_iou": summary.validation_mean_iou,
@@ -185,6 +209,7 @@ def main(argv: Optional[List[str]] = None) -> None:
                         help="a folder with ply/ (or off/), labels/ and test.txt of held-out meshes")
     parser.add_argument("--max-mib", type=float, default=10.0, help="largest model (MiB)")
     args = parser.parse_args(argv)
+    check_name(args.name)
     existing_dir("run_dir", args.run_dir)
     existing_dir("--sample", args.sample)
     output_dir("--name", str(PRETRAINED_DIR / args.name))

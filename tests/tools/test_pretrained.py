@@ -96,6 +96,59 @@ def test_packaging_a_shipped_model_onto_itself_is_refused_and_leaves_it_whole(
     assert {p.name: p.read_bytes() for p in shipped.iterdir() if p.is_file()} == before
 
 
+@pytest.mark.parametrize("damage, why", [
+    ("cut", "(damaged: not YAML: line"),
+    ("utf16", "(damaged: line 1: not UTF-8 text (byte 0xff at column 1)"),
+    ("mapping", "(damaged: it holds a dict, not a list or NoneType)"),
+])
+def test_a_runs_damaged_overrides_record_is_refused_in_one_line(tmp_path, damage, why):
+    path = tmp_path / ".hydra" / "overrides.yaml"
+    path.parent.mkdir()
+    text = "- steps=4\n- model.conv_channels=[8,8,16]\n- 'data.root=/my data'\n"
+    path.write_bytes({"cut": b"- steps=4\n- 'data.root=/my data", "utf16":
+                      text.encode("utf-16"), "mapping": b"steps: 4\n"}[damage])
+    with pytest.raises(ConfigError) as error:
+        pretrained.training_command(str(tmp_path))
+    message = str(error.value)
+    assert message.startswith(f"{path} is not Hydra's list of a run's overrides ")
+    assert why in message and len(message.splitlines()) == 1
+    path.write_text(text)
+    assert pretrained.training_command(str(tmp_path)) == (
+        "python train.py steps=4 'model.conv_channels=[8,8,16]' 'data.root=/my data'")
+
+
+# pretrained's command line; prints whether TensorFlow was imported when it ended
+NAME_CHECK = """\
+import sys
+from meshseg.tools import pretrained
+try:
+    pretrained.main(sys.argv[1:])
+finally:
+    print("tensorflow" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("name", ["../escaped", "{tmp}/abs", "a/b", ".", "..", ".hidden", ""])
+def test_a_name_that_is_not_a_plain_folder_name_is_refused_before_tensorflow(tmp_path, name):
+    name = name.format(tmp=tmp_path)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "sample").mkdir()
+    before = sorted(os.listdir(predict.PRETRAINED_DIR.parent))
+    result = subprocess.run([sys.executable, "-c", NAME_CHECK, "run", "--name", name,
+                             "--sample", "sample"], cwd=tmp_path, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr == (f"error: --name {name!r}: not a plain folder name (a name such "
+                             "as rna: no path separator, not . or .., not hidden); the package "
+                             f"is written to {predict.PRETRAINED_DIR}/<name>\n")
+    assert result.stdout == "False\n"  # refused before TensorFlow was imported
+    assert sorted(os.listdir(tmp_path)) == ["run", "sample"]
+    assert sorted(os.listdir(predict.PRETRAINED_DIR.parent)) == before
+    with pytest.raises(ConfigError, match="not a plain folder name"):
+        pretrained.package(str(tmp_path / "run"), name, tmp_path / "sample",
+                           into=tmp_path / "shipped")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", predict.pretrained_names())
 def test_a_shipped_model_reproduces_the_sample_accuracy_it_records(name):

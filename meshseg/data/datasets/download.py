@@ -20,7 +20,7 @@ from meshseg.console import hydra_override, shell_command
 from meshseg.data.datasets.registry import DATASETS, Archive, Dataset, manifest_entries
 from meshseg.data.mesh.meshfiles import file_sha256
 from meshseg.errors import ConfigError, DataError
-from meshseg.outputs import temporary_dir
+from meshseg.outputs import make_dirs, temporary_dir, writing
 
 DOWNLOADS = ".downloads"
 RECORD = "download.json"
@@ -39,13 +39,16 @@ def fetch(archive: Archive, folder: Path, progress: bool = True) -> tuple[Path, 
       DataError: "<url>: download interrupted after N of M bytes (...); run the same
         command again to resume" (the `.part` file is kept), an HTTP error, or a sha256
         that differs from the pinned one (the file is deleted).
+      OutputError: "<folder or .part file>: cannot write ...: <cause>" when the download
+        cannot be written (a full disk, a read-only folder); the `.part` file is kept.
     """
-    folder.mkdir(parents=True, exist_ok=True)
+    make_dirs(str(folder))
     path = folder / archive.filename
     part = path.with_name(path.name + ".part")
     if not path.exists():
         _download(archive.url, part, progress)
-        part.rename(path)
+        with writing(str(path), "the download", _KEPT):
+            part.rename(path)
     digest = file_sha256(path)
     if archive.sha256 is not None and digest != archive.sha256:
         path.unlink()
@@ -54,8 +57,17 @@ def fetch(archive: Archive, folder: Path, progress: bool = True) -> tuple[Path, 
     return path, digest
 
 
+_KEPT = "what was downloaded is kept; run the same command again to resume"
+
+
 def _download(url: str, part: Path, progress: bool) -> None:
-    """Appends the rest of `url` to `part` (all of it when `part` does not exist)."""
+    """Appends the rest of `url` to `part` (all of it when `part` does not exist).
+
+    Raises:
+      DataError: an HTTP error, no connection, or a download interrupted (`fetch`).
+      OutputError: "<part>: cannot write the download: <cause>; what was downloaded is
+        kept; ..." when the local file cannot be written (ENOSPC, EROFS, EACCES, ...).
+    """
     start = part.stat().st_size if part.exists() else 0
     headers = {"User-Agent": "meshseg-download"}
     if start:
@@ -68,11 +80,20 @@ def _download(url: str, part: Path, progress: bool) -> None:
                 start = 0
             length = response.headers.get("Content-Length")
             total = start + int(length) if length is not None else None
-            with open(part, "ab" if start else "wb") as out, tqdm(
-                    total=total, initial=start, unit="B", unit_scale=True, desc=part.stem,
-                    disable=not progress) as bar:
+            # A failure to write the local file (a full disk, a read-only folder) is an
+            # OutputError naming it (`meshseg.outputs.writing`), not an interruption of the
+            # download; what was written stays in `part` for the next run to resume.
+            with writing(str(part), "the download", _KEPT):
+                # unbuffered: every byte written is in the file, and closing it has
+                # nothing left to write (and to fail on)
+                out = open(part, "ab" if start else "wb", buffering=0)
+            with out, tqdm(total=total, initial=start, unit="B", unit_scale=True,
+                           desc=part.stem, disable=not progress) as bar:
                 while chunk := response.read(CHUNK_BYTES):
-                    out.write(chunk)
+                    with writing(str(part), "the download", _KEPT):
+                        left = memoryview(chunk)
+                        while left:
+                            left = left[out.write(left):]
                     bar.update(len(chunk))
     except urllib.error.HTTPError as error:
         if error.code == 416 and start:  # nothing left to send: the file is complete

@@ -19,8 +19,13 @@ mesh-file text and `.keras` archives (NumPy and the standard library, no TensorF
   member that fails its CRC or a missing member is refused as damaged
   (`check_keras_archive`) before Keras reads it (Keras reports a cut archive as "File
   not found").
+- JSON and YAML records (`read_json`, `read_yaml`): a file cut short, not UTF-8, not
+  JSON/YAML, or of the wrong type is refused in one line naming the file and why,
+  "<path> is not <what> (damaged: <why>)", with the error class the caller names
+  (a run's own records are `ConfigError`s, a data file's `DataError`s).
 """
 
+import json
 import zipfile
 from pathlib import Path
 
@@ -72,6 +77,54 @@ def list_file_lines(path: str | Path) -> list[str]:
         raise DataError(f"{path}: {error}") from None
     except OSError as error:
         raise DataError(f"{path}: cannot read: {error.strerror or error}") from None
+
+
+def _damage(error: Exception) -> str:
+    """Why a JSON or YAML file could not be read, in one line."""
+    mark = getattr(error, "problem_mark", None)
+    if mark is not None:
+        return f"not YAML: line {mark.line + 1}, column {mark.column + 1}: {error.problem}"
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+def _read_record(path: str | Path, what: str, error: type, parse, kind: type | tuple):
+    """`parse(text)` of the file `path` (`decode_text`), checked to be a `kind`."""
+    try:
+        text = decode_text(Path(path).read_bytes())
+    except InvalidMeshError as damage:
+        raise error(f"{path} is not {what} (damaged: {damage})") from None
+    except OSError as failure:
+        raise error(f"{path}: cannot read: {failure.strerror or failure}") from None
+    try:
+        value = parse(text)
+    except Exception as damage:  # json's ValueError, yaml's YAMLError
+        raise error(f"{path} is not {what} (damaged: {_damage(damage)})") from None
+    if not isinstance(value, kind):
+        names = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise error(f"{path} is not {what} (damaged: it holds a "
+                    f"{type(value).__name__}, not a {names})")
+    return value
+
+
+def read_json(path: str | Path, what: str, error: type = DataError,
+              kind: type | tuple = dict):
+    """The JSON value in the file `path`, which must be a `kind` (default a dict).
+
+    Raises:
+      `error` (default DataError): "<path> is not <what> (damaged: <why>)" for a file
+        that is not UTF-8, not JSON (e.g. cut short) or not a `kind`; "<path>: cannot
+        read: <cause>" for one that cannot be read.
+    """
+    return _read_record(path, what, error, json.loads, kind)
+
+
+def read_yaml(path: str | Path, what: str, error: type = DataError,
+              kind: type | tuple = dict):
+    """The YAML value in the file `path` (`yaml.safe_load`), which must be a `kind`; see
+    `read_json`."""
+    import yaml
+
+    return _read_record(path, what, error, yaml.safe_load, kind)
 
 
 def off_data_lines(lines: list[str]) -> list[tuple[int, list[str]]]:

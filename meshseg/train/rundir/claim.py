@@ -14,8 +14,9 @@ from typing import List
 import google_crc32c
 
 from meshseg.config import RUN_CONFIG, TrainConfig, flat_settings, load_run_config, save_run_config
+from meshseg.data.mesh.foreign import read_json
 from meshseg.errors import ConfigError, Interrupted, RunDirError
-from meshseg.outputs import write_atomically, write_json
+from meshseg.outputs import make_dirs, write_atomically, write_json, writing
 from meshseg.signals import Stop
 from meshseg.train.rundir.runlock import hold_run_dir
 
@@ -153,8 +154,7 @@ def record_or_check_data(run_dir: str, files: dict[str, list[str]], resumed: boo
     path = os.path.join(run_dir, DATA_FILES)
     current = data_fingerprint(files)
     if resumed and os.path.exists(path):
-        with open(path) as stream:
-            changes = changed_data(json.load(stream), current)
+        changes = changed_data(_data_record(path), current)
         if changes:
             raise RunDirError(f"{run_dir}: the data changed since the run started "
                               f"({'; '.join(changes)}); resume it on the data it started on "
@@ -165,22 +165,44 @@ def record_or_check_data(run_dir: str, files: dict[str, list[str]], resumed: boo
         write_json(path, current, "the run's data record")
 
 
+def _data_record(path: str) -> dict[str, list[dict]]:
+    """The `data_fingerprint` recorded in `path` (`data_files.json`).
+
+    Raises:
+      ConfigError: "<path> is not a meshseg run's data record (damaged: <why>)": cut
+        short, not UTF-8, not JSON or not {split: [{"file": ...}, ...]}; the resumed run
+        cannot be checked against its data.
+    """
+    what = "a meshseg run's data record"
+    record = read_json(path, what, ConfigError)
+    for split, entries in record.items():
+        if not isinstance(entries, list) or not all(
+                isinstance(entry, dict) and isinstance(entry.get("file"), str)
+                for entry in entries):
+            raise ConfigError(f"{path} is not {what} (damaged: {split!r} is not a list "
+                              "of shards with their file)")
+    return record
+
+
 def new_run_dir(name: str) -> str:
     """Creates a directory that no other run has and returns its path: `name`, or else the
     first of `name-1`, `name-2`, ... that does not exist. Creating it (`os.mkdir`) is the
     claim and is atomic, so runs that claim the same name at once each get their own.
 
     Raises:
-      OSError: if the directory cannot be created (other than because it exists).
+      OutputError: "<folder>: cannot write the run directory: <cause>" if it cannot be
+        created (other than because it exists): a read-only or full filesystem, no inodes
+        left, no permission (`meshseg.outputs.writing`).
     """
-    os.makedirs(os.path.dirname(name) or ".", exist_ok=True)
+    make_dirs(os.path.dirname(name) or ".")
     for attempt in count():
         candidate = f"{name}-{attempt}" if attempt else name
-        try:
-            os.mkdir(candidate)
-            return candidate
-        except FileExistsError:
-            continue
+        with writing(candidate, "the run directory"):
+            try:  # (inside `writing`, which would take "File exists" for a failure)
+                os.mkdir(candidate)
+                return candidate
+            except FileExistsError:
+                continue
 
 
 def job_id() -> str:

@@ -8,13 +8,13 @@ runs through it and nothing else.
 """
 
 import dataclasses
-import json
 import os
 from dataclasses import dataclass
 from typing import List, Optional
 
 
 from meshseg.config import TrainConfig, load_run_config
+from meshseg.data.mesh.foreign import read_json
 from meshseg.errors import ConfigError
 from meshseg.outputs import write_json
 from meshseg.train.rundir.claim import SUMMARY_FILE
@@ -100,12 +100,8 @@ class RunSummary:
         path = os.path.join(run_dir, SUMMARY_FILE)
         if not os.path.exists(path):
             return None
-        try:
-            with open(path, "rb") as f:
-                fields = json.loads(f.read().decode("utf-8-sig"))
-        except ValueError as error:  # a damaged file: not UTF-8, not JSON
-            raise ConfigError(f"{path} is not a meshseg run summary (damaged: "
-                              f"{' '.join(str(error).split())})") from None
+        # a damaged file (not UTF-8, not JSON) is named in one line
+        fields = read_json(path, "a meshseg run summary", ConfigError, object)
         expected = {f.name for f in dataclasses.fields(cls)}
         required = {f.name for f in dataclasses.fields(cls)
                     if f.default is dataclasses.MISSING}

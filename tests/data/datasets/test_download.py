@@ -286,3 +286,37 @@ def test_a_tar_archive_with_one_top_folder_is_extracted_without_it(tmp_path):
     with pytest.raises(DataError, match="evil.tar: .*outside"):
         extract(evil, tmp_path / "into")
     assert not (tmp_path / "evil.obj").exists()
+
+
+def test_a_full_disk_while_downloading_is_a_write_failure_and_the_part_resumes(
+        tiny_rna, server, tmp_path, monkeypatch, capsys):
+    """A real full filesystem (a small tmpfs, filled to its last page): one line naming the
+    .part file and the cause, exit 6 (not "interrupted"), the bytes written kept; with
+    space again the same command resumes from them."""
+    from helpers.filesystems import fill, tmpfs
+
+    size = len(server.files["tiny.zip"])
+    monkeypatch.setitem(DATASETS, "rna", tiny_rna)
+    with tmpfs("1m") as mount:
+        root = mount / "datasets"
+        (root / ".downloads").mkdir(parents=True)
+        filler = fill(mount)
+        with open(filler, "r+b") as stream:  # one page left free, less than the archive
+            stream.truncate(filler.stat().st_size - 4096)
+        assert size > 4096
+        with pytest.raises(SystemExit) as exit_info:
+            main(["rna", "--root", str(root)])
+        err = capsys.readouterr().err
+        part = root / ".downloads" / "tiny.zip.part"
+        assert exit_info.value.code == 6, err
+        assert err.splitlines()[-1] == (  # after the progress bar
+            f"error: {part}: cannot write the download: No space left on device; what was "
+            "downloaded is kept; run the same command again to resume")
+        assert err.count("error: ") == 1 and "Traceback" not in err
+        kept = part.stat().st_size
+        assert 0 < kept < size
+        assert part.read_bytes() == server.files["tiny.zip"][:kept]
+        filler.unlink()
+        folder = download(tiny_rna, root, progress=False)
+        assert server.ranges == [None, f"bytes={kept}-"]
+        assert check_manifest(folder, tiny_rna.manifest) == 10

@@ -9,7 +9,8 @@ import tensorflow as tf
 
 from helpers.records import copy_dataset, shuffled_records
 from helpers.runs import final_weights, scalars, tiny_config, train_tiny
-from meshseg.errors import RunDirError
+from meshseg.errors import ConfigError, RunDirError
+from meshseg.train.rundir.claim import record_or_check_data
 from meshseg.train.rundir.summary import RunSummary
 
 
@@ -112,3 +113,28 @@ def test_a_resume_on_changed_data_is_refused_naming_the_shard(tiny_dataset, tmp_
     assert named.format(train=data["train"], extra=extra) in str(error.value)
     assert (run_dir / "data_files.json").read_bytes() == recorded
     assert RunSummary.load(run_dir).steps == 2  # the run is as it was: it resumes on its data
+
+
+@pytest.mark.parametrize("damage, why", [
+    ("cut", "(damaged: "),
+    ("utf16", "damaged: line 1: not UTF-8 text (byte 0xff at column 1)"),
+    ("list", "damaged: it holds a list, not a dict"),
+    ("shards_not_a_list", "damaged: 'train' is not a list of shards with their file"),
+])
+def test_a_resume_whose_data_record_is_damaged_is_refused_in_one_line(tmp_path, damage, why):
+    shard = tmp_path / "train.tfrecords"
+    shard.write_bytes(b"records")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    record_or_check_data(str(run_dir), {"train": [str(shard)]}, resumed=False)
+    path = run_dir / "data_files.json"
+    text = path.read_text()
+    damaged = {"cut": text[:len(text) // 2].encode(), "utf16": text.encode("utf-16"),
+               "list": b"[]", "shards_not_a_list": b'{"train": 3}'}[damage]
+    path.write_bytes(damaged)
+    with pytest.raises(ConfigError) as error:
+        record_or_check_data(str(run_dir), {"train": [str(shard)]}, resumed=True)
+    message = str(error.value)
+    assert message.startswith(f"{path} is not a meshseg run's data record (") and why in message
+    assert len(message.splitlines()) == 1 and error.value.exit_code == 2
+    assert path.read_bytes() == damaged  # nothing written over it

@@ -244,3 +244,31 @@ def test_two_sweeps_started_together_each_train_in_their_own_and_a_reused_dir_is
         f"{', '.join(held[:3])}{', ...' if len(held) > 3 else ''}); give a new "
         "directory, or leave hydra.sweep.dir out for a new dated one"]
     assert tree_bytes(sweep_dirs[0]) == before
+
+
+@pytest.mark.parametrize("hook, overrides, folder", [
+    # the run's default, dated directory in an existing outputs/ on a read-only filesystem
+    ("on_run_start", (), "outputs/"),
+    # a sweep's default, dated one, and the neighbour: a given sweep directory
+    ("on_multirun_start", (), "multirun/"),
+    ("on_multirun_start", ("hydra.sweep.dir={mount}/sweep",), "{mount}/sweep"),
+])
+def test_a_run_or_sweep_directory_that_cannot_be_created_ends_in_one_line(
+        tmp_path, monkeypatch, capsys, hook, overrides, folder):
+    """The filesystem turns read-only after the up-front check (`check_output_dir`, made a
+    no-op here): the directory's creation fails for real, and is one line, exit 6."""
+    from helpers.filesystems import tmpfs
+    import meshseg.tools.hydra_callbacks as callbacks
+
+    prepare = lambda mount: [(mount / name).mkdir() for name in ("outputs", "multirun")]
+    with tmpfs("1m", read_only=True, prepare=prepare) as mount:
+        monkeypatch.chdir(mount)
+        monkeypatch.setattr(callbacks, "check_output_dir", lambda path, name="": path)
+        config = hydra_config("seed=0", *(o.format(mount=mount) for o in overrides))
+        with pytest.raises(SystemExit) as exit_info:
+            getattr(RunDirCheck(), hook)(config=config)
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 6, err
+        assert err.startswith(f"error: {folder.format(mount=mount)}") and err.count("\n") == 1
+        assert "cannot write" in err and err.endswith(": Read-only file system\n")
+        assert sorted(p.name for p in mount.rglob("*")) == ["multirun", "outputs"]
