@@ -22,7 +22,8 @@ degenerate triangles and vertices no triangle uses), so:
 
 Greedy decimation is chaotic: positions that differ by float rounding (a mesh file turned
 and written again) reorder near-tied collapses, and the difference grows level by level
-(on the RNA surfaces 0.5% / 4% / 15% of the vertices change group at levels 1 / 2 / 3).
+(turned copies of RNA test mesh files: a median 0.3% / 2.5% / 12% of the vertices change
+group at levels 1 / 2 / 3).
 `jittered_hierarchy` draws other hierarchies of the same mesh from seeded noise far above
 float rounding, so a prediction averaged over several of them (`meshseg.tools.predict
 --hierarchies`) depends on the noise's distribution, which turns with the mesh, rather
@@ -141,7 +142,7 @@ def jittered_hierarchy(vertices: np.ndarray, triangles: np.ndarray, num_levels: 
       seed: >= 0; 0 gives the unmoved positions' hierarchy (`mesh_hierarchy`), each other
         seed its own draw (NumPy's PCG64 stream, by vertex index).
       jitter: >= 0, the noise's standard deviation per coordinate, relative to the square
-        root of the surface area (so a scaled mesh gets the same levels).
+        root of the surface area (so the noise scales with the mesh).
 
     Returns:
       L `Level`s, as `mesh_hierarchy`.

@@ -86,7 +86,8 @@ def load_model(run_dir: str) -> keras.Model:
 
 # `--hierarchies K`: hierarchies 1..K-1 are decimated from the positions moved by normal
 # noise of this standard deviation per coordinate, relative to the square root of the
-# surface area (`jittered_hierarchy`); chosen on experiment=rna_full's validation split
+# surface area (`jittered_hierarchy`): about 1% of an edge of the RNA meshes. The only
+# scale tried; K was chosen with it on experiment=rna_full's validation split
 # (docs/experiments/2026-12-07-hierarchy-ensembles.md).
 HIERARCHY_JITTER = 1e-4
 
