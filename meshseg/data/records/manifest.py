@@ -122,8 +122,18 @@ def write_manifest(path: str | Path, manifest: dict) -> None:
 
 
 def read_manifest(path: str | Path) -> dict:
-    """Reads a manifest. Raises FileNotFoundError, json.JSONDecodeError."""
-    return json.loads(Path(path).read_text())
+    """Reads a manifest: a JSON object whose "shards" lists the shard file names.
+
+    Raises:
+      OSError: if the file cannot be read.
+      ValueError: if it is not UTF-8 JSON (`json.JSONDecodeError`, `UnicodeDecodeError`),
+        or not an object listing its shards by name (a damaged or foreign file).
+    """
+    manifest = json.loads(Path(path).read_bytes().decode())
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("shards"), list) or \
+            not all(isinstance(name, str) for name in manifest["shards"]):
+        raise ValueError(f"{path} is not a shard manifest (no list of shard names)")
+    return manifest
 
 
 def listed_shards(out_prefix: str | Path) -> set[str]:
@@ -187,11 +197,14 @@ def manifest_sizes(files: list[str], levels: int = 0
         # Only a manifest's full shard set has a known histogram; otherwise scan.
         if manifest.get("format") != MANIFEST_FORMAT or names != set(manifest["shards"]):
             return None
-        if levels and any(len(m.get("levels", ())) < levels for m in manifest["meshes"]):
-            return None
-        sizes += [tuple(entry[name] for entry in [m, *m.get("levels", ())[:levels]]
-                        for name in LEVEL_SIZES) for m in manifest["meshes"]]
-        counts = np.asarray(manifest["class_histogram"], np.int64)
+        try:
+            if levels and any(len(m.get("levels", ())) < levels for m in manifest["meshes"]):
+                return None
+            sizes += [tuple(int(entry[name]) for entry in [m, *m.get("levels", ())[:levels]]
+                            for name in LEVEL_SIZES) for m in manifest["meshes"]]
+            counts = np.asarray(manifest["class_histogram"], np.int64).reshape(-1)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None  # a damaged manifest: the caller scans the shards instead
         size = max(histogram.size, counts.size)
         histogram = np.pad(histogram, (0, size - histogram.size)) + np.pad(
             counts, (0, size - counts.size))

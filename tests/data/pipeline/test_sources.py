@@ -87,6 +87,29 @@ def test_automatic_boundaries_use_num_buckets_quantiles(tmp_path):
     assert info.bucket_boundaries == [64, 192, 704]
 
 
+@pytest.mark.parametrize("damage", ["list", "no_histogram", "meshes_not_entries", "cut"])
+def test_a_damaged_manifest_is_passed_over_and_the_shards_scanned_for_the_same_buckets(
+        tmp_path, damage):
+    """A manifest that is valid JSON of another shape, or cut, is a damaged cache entry:
+    the sizes come from scanning the shards, with the buckets an intact manifest gives."""
+    paths = _converted_spheres(tmp_path)
+    for split in ("train", "test"):
+        manifest_file = tmp_path / "out" / f"{split}.manifest.json"
+        manifest = json.loads(manifest_file.read_text())
+        damaged = {"list": json.dumps(manifest["shards"]),
+                   "no_histogram": json.dumps({k: v for k, v in manifest.items()
+                                               if k != "class_histogram"}),
+                   "meshes_not_entries": json.dumps({**manifest, "meshes": [1, 2, 3]}),
+                   "cut": manifest_file.read_text()[:40]}[damage]
+        manifest_file.write_text(damaged)
+    cfg = _tfrecords_config(paths["train"], paths["test"], 2, "data.bucket_boundaries=[64,256]",
+                            "data.pad_multiple=64")
+    _, _, info = build_datasets(cfg, seed=0, jit=True)
+    assert info.sizes_from == "scan"
+    assert [shape[0] for shape in info.bucket_shapes] == [64, 256, 704]
+    assert info.train_histogram.sum() == 2 * 42 + 162 + 642
+
+
 def _converted(tmp_path, subdivisions: dict) -> dict:
     """Converted train/test shards of icospheres of the given subdivisions per split."""
     paths = {}
