@@ -4,7 +4,6 @@ docstring tells the steps). The registry of data sets is `meshseg.data.datasets.
 """
 
 import http.client
-import json
 import shutil
 import tarfile
 import tempfile
@@ -20,7 +19,7 @@ from meshseg.console import hydra_override, shell_command
 from meshseg.data.datasets.registry import DATASETS, Archive, Dataset, manifest_entries
 from meshseg.data.mesh.meshfiles import file_sha256
 from meshseg.errors import ConfigError, DataError
-from meshseg.outputs import make_dirs, temporary_dir, writing
+from meshseg.outputs import make_dirs, temporary_dir, write_json, writing
 
 DOWNLOADS = ".downloads"
 RECORD = "download.json"
@@ -192,7 +191,7 @@ def download(dataset: Dataset, root: Path, accept_license: bool = False,
     if dataset.terms and not accept_license:
         raise ConfigError(f"{dataset.name}: {dataset.terms} Rerun with --accept-license to "
                           "accept these terms")
-    root.mkdir(parents=True, exist_ok=True)
+    make_dirs(str(root))
     staging = Path(temporary_dir(str(root), f".{dataset.name}.partial-"))
     try:
         sources = []
@@ -203,20 +202,25 @@ def download(dataset: Dataset, root: Path, accept_license: bool = False,
                       f"(recorded in {target / RECORD})")
             sources.append({"url": archive.url, "sha256": digest,
                             "pinned": archive.sha256 is not None})
-            extract(path, staging)
+            with writing(str(staging), f"the files of {archive.filename}",
+                         "the download is kept; run the same command again"):
+                extract(path, staging)
         folder = staging / dataset.subdir if dataset.subdir else staging
         if not folder.is_dir():
             raise DataError(f"{dataset.name}: the archives hold no folder {dataset.subdir}")
         checked = check_manifest(folder, dataset.manifest) if dataset.manifest else 0
-        if dataset.layout == "meshcnn":
-            from meshseg.data.datasets.meshcnn import write_vertex_labels
+        with writing(str(folder), "the prepared data set",
+                     "the download is kept; run the same command again"):
+            if dataset.layout == "meshcnn":
+                from meshseg.data.datasets.meshcnn import write_vertex_labels
 
-            write_vertex_labels(folder, dataset.num_classes)
-        (folder / RECORD).write_text(json.dumps(
-            {"name": dataset.name, "license": dataset.license, "terms": dataset.terms,
-             "terms_accepted": accept_license if dataset.terms else None, "sources": sources,
-             "files_checked_against_manifest": checked}, indent=1))
-        folder.rename(target)
+                write_vertex_labels(folder, dataset.num_classes)
+            write_json(str(folder / RECORD), {
+                "name": dataset.name, "license": dataset.license, "terms": dataset.terms,
+                "terms_accepted": accept_license if dataset.terms else None,
+                "sources": sources, "files_checked_against_manifest": checked})
+        with writing(str(target), "the data set folder"):
+            folder.rename(target)
     except DataError:
         for archive in dataset.archives:  # a corrupt archive would fail again
             if dataset.manifest is not None:

@@ -320,3 +320,37 @@ def test_a_full_disk_while_downloading_is_a_write_failure_and_the_part_resumes(
         folder = download(tiny_rna, root, progress=False)
         assert server.ranges == [None, f"bytes={kept}-"]
         assert check_manifest(folder, tiny_rna.manifest) == 10
+
+
+def test_a_full_disk_while_extracting_is_a_write_failure_and_the_archive_is_kept(
+        tiny_rna, server, tmp_path, monkeypatch, capsys):
+    """The archive fits on a real small tmpfs, its extracted files do not: one line naming
+    the staging folder and the cause, exit 6, nothing left but the downloaded archive; with
+    space again the same command extracts it without downloading it again."""
+    import re
+
+    from helpers.filesystems import fill, tmpfs
+
+    size = len(server.files["tiny.zip"])
+    monkeypatch.setitem(DATASETS, "rna", tiny_rna)
+    with tmpfs("1m") as mount:
+        root = mount / "datasets"
+        (root / ".downloads").mkdir(parents=True)
+        filler = fill(mount)
+        pages = -(-size // 4096) + 1  # the archive and a page to spare, not its 10 files
+        with open(filler, "r+b") as stream:
+            stream.truncate(filler.stat().st_size - pages * 4096)
+        with pytest.raises(SystemExit) as exit_info:
+            main(["rna", "--root", str(root)])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 6, err
+        assert re.fullmatch(
+            rf"error: {re.escape(str(root))}/\.rna\.partial-\w+: cannot write the files of "
+            r"tiny\.zip: No space left on device; the download is kept; run the same "
+            r"command again", err.splitlines()[-1]), err
+        assert err.count("error: ") == 1 and "Traceback" not in err
+        assert left_in(root) == [".downloads", ".downloads/tiny.zip"]
+        filler.unlink()
+        folder = download(tiny_rna, root, progress=False)
+        assert server.ranges == [None]  # extracted from the kept archive
+        assert check_manifest(folder, tiny_rna.manifest) == 10
