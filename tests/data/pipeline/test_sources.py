@@ -210,14 +210,20 @@ def _compressed(source: str, path, compression: str) -> str:
     return str(path)
 
 
+@pytest.fixture(scope="module")
+def plain_info(tiny_dataset):
+    """The `DataInfo` of `tiny_dataset`'s uncompressed shards (read-only)."""
+    return build_datasets(_tfrecords_config(tiny_dataset["train"], tiny_dataset["test"], 6),
+                          seed=0, jit=False)[2]
+
+
 @pytest.mark.parametrize("compression", ["GZIP", "ZLIB"])
-def test_compressed_shards_are_detected_and_read_like_plain_ones(tiny_dataset, tmp_path,
-                                                                 compression):
+def test_compressed_shards_are_detected_and_read_like_plain_ones(tiny_dataset, plain_info,
+                                                                 tmp_path, compression):
     train = _compressed(tiny_dataset["train"], tmp_path / "train.tfrecords", compression)
     assert shard_compression(train) == compression
     assert shard_compression(tiny_dataset["train"]) == ""
-    _, _, plain = build_datasets(_tfrecords_config(tiny_dataset["train"], tiny_dataset["test"], 6),
-                                 seed=0, jit=False)
+    plain = plain_info
     train_ds, _, info = build_datasets(_tfrecords_config(train, tiny_dataset["test"], 6),
                                        seed=0, jit=False)
     assert info.num_meshes == plain.num_meshes
