@@ -27,8 +27,9 @@ from meshseg.train.rundir.summary import RunSummary
 @pytest.mark.slow
 def test_a_sigkilled_run_resumes_to_the_weights_and_curves_of_an_uninterrupted_run(tiny_dataset, tmp_path):
     # The killed run is stopped a few steps past its checkpoint of step 10 (about a hundred
-    # steps before its end); the same command resumes it from there. The runs are deterministic (train_command), so the
-    # resumed run matches the uninterrupted one step for step.
+    # steps before its end); the same command resumes it from there. The runs are
+    # deterministic (train_command), so the resumed run matches the uninterrupted one step
+    # for step.
     steps = ["steps=120", "checkpoint.every=10"]
     result = train_py(tiny_dataset, tmp_path / "reference", *steps)
     assert result.returncode == 0, result.stderr[-2000:]
