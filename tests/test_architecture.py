@@ -34,10 +34,40 @@ def _modules_loaded_by(statement: str) -> set[str]:
 DESCRIPTOR_LIBRARIES = {"robust_laplacian", "fast_simplification"}
 
 
-@pytest.mark.parametrize("module", ["meshseg.train.run", "meshseg.data.pipeline.dataset",
-                                    "meshseg.data.pipeline.sources"])
-def test_training_and_the_pipeline_load_no_descriptor_library(module):
-    assert not _modules_loaded_by(f"import {module}") & DESCRIPTOR_LIBRARIES
+TRAINING_AND_PIPELINE = ("meshseg.train.run", "meshseg.data.pipeline.dataset",
+                         "meshseg.data.pipeline.sources")
+
+
+@pytest.fixture(scope="module")
+def loaded_by_training_and_pipeline() -> dict:
+    """{module: the top-level packages loaded after importing it} for each module of
+    TRAINING_AND_PIPELINE, each imported alone in its own process: one interpreter imports
+    TensorFlow (which all of them load, and which loads no descriptor library), then forks
+    a child per module."""
+    code = ("import importlib, os, sys\nimport tensorflow\n"
+            f"for module in {TRAINING_AND_PIPELINE!r}:\n"
+            "    child = os.fork()\n"
+            "    if child == 0:\n"
+            "        importlib.import_module(module)\n"
+            "        print(module, *sorted(sys.modules), flush=True)\n"
+            "        os._exit(0)\n"
+            "    if os.waitpid(child, 0)[1] != 0:\n"
+            "        sys.exit(f'importing {module} failed')\n")
+    result = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    loaded = {}
+    for line in result.stdout.splitlines():
+        module, *names = line.split()
+        loaded[module] = {name.split(".")[0] for name in names}
+    assert sorted(loaded) == sorted(TRAINING_AND_PIPELINE)
+    return loaded
+
+
+@pytest.mark.parametrize("module", TRAINING_AND_PIPELINE)
+def test_training_and_the_pipeline_load_no_descriptor_library(module,
+                                                               loaded_by_training_and_pipeline):
+    assert not loaded_by_training_and_pipeline[module] & DESCRIPTOR_LIBRARIES
 
 
 def test_the_stored_feature_names_load_neither_scipy_nor_tensorflow():

@@ -47,7 +47,9 @@ def test_a_data_set_named_by_its_yaml_trains(tmp_path):
     conf = tmp_path / "conf" / "data"
     conf.mkdir(parents=True)
     (conf / "toy.yaml").write_text(TOY_DATA.format(root=root, cache=tmp_path / "cache"))
+    # the tiny meshes are converted in this process (a worker pool's start costs more)
     overrides = ["data=toy", f"hydra.searchpath=[file://{conf.parent}]", "data.batch_size=2",
+                 "data.convert_workers=1",
                  "model=demo", "optimizer=adam", "loss.label_smoothing=0",
                  "model.input_channels=8", "model.conv_channels=[8]", "model.hidden_channels=16",
                  "model.num_weight_matrices=4", "steps=3", "eval_every=2"]

@@ -35,6 +35,12 @@ def test_a_child_that_ends_within_the_grace_is_no_leftover():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="child subreaper is Linux's")
 def test_a_test_that_leaves_a_program_running_fails_with_its_command_line(tmp_path):
+    # The inner run's conftest shortens the grace the rule gives a leftover from
+    # leftovers.GRACE_S to 0.5 s (the orphan sleeps for 600 s, so it is still a leftover).
+    (tmp_path / "conftest.py").write_text(
+        "import functools\n"
+        "from helpers import leftovers\n"
+        "leftovers.kill_leftovers = functools.partial(leftovers.kill_leftovers, grace_s=0.5)\n")
     (tmp_path / "test_leaving.py").write_text(
         "import subprocess, sys\n"
         f"ORPHANING = {ORPHANING!r}\n"

@@ -235,11 +235,16 @@ def test_the_fine_head_starts_at_the_carried_back_logits_and_then_separates_sibl
     labels = tf.constant(np.tile((np.arange(63) % 2).astype(np.int32), (2, 1)))  # siblings differ
     optimizer = keras.optimizers.Adam(0.01)
     loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    for _ in range(30):
+
+    @tf.function
+    def step():
         with tf.GradientTape() as tape:
             loss = loss_fn(labels, fine(features, training=True))
         optimizer.apply_gradients(zip(tape.gradient(loss, fine.trainable_weights),
                                       fine.trainable_weights))
+
+    for _ in range(30):
+        step()
     logits = fine(features).numpy()
     parents = features[level_key(1, "parents")].numpy()
     count = int(features["num_vertices"][0])

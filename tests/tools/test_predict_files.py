@@ -25,13 +25,15 @@ SAMPLE_MESH = Path("data/rna_sample/ply/4V83_BB.ply")
 @pytest.fixture(scope="module")
 def folder_run(tmp_path_factory):
     """A run of a few steps on a mesh folder (4 training, 3 test octant meshes, 6 classes)
-    in the principal frame, hierarchy and normals from the canonical pose."""
+    in the principal frame, hierarchy and normals from the canonical pose. The meshes are
+    converted in this process (data.convert_workers=1): a worker pool's start costs more
+    than these meshes."""
     root = write_octant_folder(tmp_path_factory.mktemp("folder"), 4, 3)
     run_dir = tmp_path_factory.mktemp("run")
     cfg = tiny_config({"train": "unused", "test": "unused", "num_classes": 6},
                       "data.source=mesh_folder", f"data.root={root}", "data.meshes=meshes",
                       "data.frame=pca", "data.center=area_centroid", "data.scale=unit_area",
-                      "data.features=[xyz,normals]",
+                      "data.features=[xyz,normals]", "data.convert_workers=1",
                       f"data.cache_dir={tmp_path_factory.mktemp('cache')}", "steps=4")
     train_tiny(cfg, run_dir)
     return run_dir, root
@@ -46,7 +48,7 @@ def unet_run(tmp_path_factory):
     cfg = tiny_config({"train": "unused", "test": "unused", "num_classes": 6},
                       "data.source=mesh_folder", f"data.root={root}", "data.meshes=meshes",
                       "data.validation_meshes=1", "data.features=[xyz]",
-                      "model=feastnet_unet", "data.levels=2",
+                      "model=feastnet_unet", "data.levels=2", "data.convert_workers=1",
                       f"data.cache_dir={tmp_path_factory.mktemp('cache')}", "steps=2")
     train_tiny(cfg, run_dir)
     return run_dir, root

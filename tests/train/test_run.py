@@ -52,8 +52,16 @@ def test_unknown_impl_fails_at_composition():
             compose(config_name="train", overrides=["impl=no_such_impl"])
 
 
-def test_tiny_run_writes_event_files_summary_and_model(tiny_dataset, tmp_path):
-    summary = train_tiny(tiny_config(tiny_dataset), str(tmp_path))
+@pytest.fixture(scope="module")
+def tiny_run(tiny_dataset, tmp_path_factory):
+    """(run_dir, RunSummary) of `tiny_config` as it is (custom loop, 3 steps, evaluation
+    every 2) on `tiny_dataset`, trained in this process. Read-only."""
+    run_dir = tmp_path_factory.mktemp("tiny_run")
+    return run_dir, train_tiny(tiny_config(tiny_dataset), str(run_dir))
+
+
+def test_tiny_run_writes_event_files_summary_and_model(tiny_run):
+    tmp_path, summary = tiny_run
     train = scalars(tmp_path, "train")
     assert {"loss", "accuracy", "step_time_ms", "vertices_per_second", "compile_time_s"} <= set(train)
     assert [step for step, _ in train["loss"]] == [1, 2, 3]
@@ -73,11 +81,12 @@ def test_tiny_run_writes_event_files_summary_and_model(tiny_dataset, tmp_path):
     assert (tmp_path / "model.keras").exists()
 
 
-def test_custom_and_keras_loops_agree_on_the_first_steps(tiny_dataset, tmp_path):
-    losses = {}
-    for loop in ("custom", "keras"):
-        train_tiny(tiny_config(tiny_dataset, f"loop={loop}"), str(tmp_path / loop))
-        losses[loop] = [value for _, value in scalars(tmp_path / loop, "train")["loss"]]
+def test_custom_and_keras_loops_agree_on_the_first_steps(tiny_dataset, tiny_run, tmp_path):
+    run_dirs = {"custom": tiny_run[0], "keras": tmp_path / "keras"}
+    assert OmegaConf.load(run_dirs["custom"] / "run_config.yaml").loop.name == "custom"
+    train_tiny(tiny_config(tiny_dataset, "loop=keras"), str(run_dirs["keras"]))
+    losses = {loop: [value for _, value in scalars(run_dir, "train")["loss"]]
+              for loop, run_dir in run_dirs.items()}
     assert len(losses["keras"]) == 3
     np.testing.assert_allclose(losses["keras"], losses["custom"], rtol=1e-4)
     assert losses["custom"][0] != losses["custom"][2]  # the model did train
@@ -184,9 +193,10 @@ def test_a_sweep_lists_every_job_with_the_failed_ones_and_exits_non_zero_countin
                     f"exit status and log are in the table and in {tmp_path / 'report.md'}")
 
 
-def test_the_summary_records_test_meshes_that_are_training_meshes(tiny_dataset, tmp_path):
+def test_the_summary_records_test_meshes_that_are_training_meshes(tiny_dataset, tiny_run,
+                                                                  tmp_path):
     overlapping = {**tiny_dataset, "test": tiny_dataset["train"]}
     summary = train_tiny(tiny_config(overlapping, "steps=1"), tmp_path)
     assert summary.test_train_overlap == 4 == RunSummary.load(tmp_path).test_train_overlap
-    fresh = train_tiny(tiny_config(tiny_dataset, "steps=1"), tmp_path / "held_out")
-    assert fresh.test_train_overlap == 0
+    held_out_dir, held_out = tiny_run  # its test meshes are no training meshes
+    assert held_out.test_train_overlap == 0 == RunSummary.load(held_out_dir).test_train_overlap

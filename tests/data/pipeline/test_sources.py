@@ -175,9 +175,11 @@ def test_human_parts_experiment_composes_with_8_classes_and_24_by_override():
 def test_human_parts_converts_to_a_cache_and_yields_8_class_batches(tmp_path):
     # One coarser level, xyz only: the HKS of 40 meshes would take minutes without the
     # descriptor cache (tests/data/records/test_stored_features.py covers stored features).
+    # Converted in this process: beside the suite's other worker, a pool's start costs more
+    # than its second process gains.
     cfg = _config("experiment=human_parts", f"data.root={HUMAN_PARTS}",
                   f"data.cache_dir={tmp_path / 'cache'}", "data.features=[xyz]",
-                  "data.levels=1", "data.descriptor_cache=null").data
+                  "data.levels=1", "data.descriptor_cache=null", "data.convert_workers=1").data
     cfg = OmegaConf.to_object(cfg)
     train_ds, test_ds, info = build_datasets(cfg, seed=0, jit=True)
     assert info.num_meshes == {"train": 20, "test": 20}
@@ -210,14 +212,20 @@ def _compressed(source: str, path, compression: str) -> str:
     return str(path)
 
 
+@pytest.fixture(scope="module")
+def plain_info(tiny_dataset):
+    """The `DataInfo` of `tiny_dataset`'s uncompressed shards (read-only)."""
+    return build_datasets(_tfrecords_config(tiny_dataset["train"], tiny_dataset["test"], 6),
+                          seed=0, jit=False)[2]
+
+
 @pytest.mark.parametrize("compression", ["GZIP", "ZLIB"])
-def test_compressed_shards_are_detected_and_read_like_plain_ones(tiny_dataset, tmp_path,
-                                                                 compression):
+def test_compressed_shards_are_detected_and_read_like_plain_ones(tiny_dataset, plain_info,
+                                                                 tmp_path, compression):
     train = _compressed(tiny_dataset["train"], tmp_path / "train.tfrecords", compression)
     assert shard_compression(train) == compression
     assert shard_compression(tiny_dataset["train"]) == ""
-    _, _, plain = build_datasets(_tfrecords_config(tiny_dataset["train"], tiny_dataset["test"], 6),
-                                 seed=0, jit=False)
+    plain = plain_info
     train_ds, _, info = build_datasets(_tfrecords_config(train, tiny_dataset["test"], 6),
                                        seed=0, jit=False)
     assert info.num_meshes == plain.num_meshes
@@ -310,7 +318,7 @@ def test_test_meshes_that_are_training_meshes_are_counted_or_refused(tiny_datase
 def test_entry_patterns_train_on_one_remeshing_and_test_on_the_other(tmp_path):
     cfg = _config("experiment=human_parts", f"data.root={HUMAN_PARTS}",
                   f"data.cache_dir={tmp_path / 'cache'}", "data.features=[xyz]",
-                  "data.levels=0", "data.descriptor_cache=null",
+                  "data.levels=0", "data.descriptor_cache=null", "data.convert_workers=1",
                   "data.train_entries=meshes/iso/*", "data.test_entries=meshes/qes/*").data
     _, test_ds, info = build_datasets(OmegaConf.to_object(cfg), seed=0, jit=False)
     assert info.num_meshes == {"train": 10, "test": 10}

@@ -113,8 +113,8 @@ def test_a_run_with_validation_scores_the_test_split_only_when_its_command_asks(
     cfg = tiny_config({"train": "unused", "test": "unused", "num_classes": 6},
                       "data.source=mesh_folder", f"data.root={mesh_folder}",
                       "data.meshes=meshes", "data.validation_meshes=3",
-                      f"data.cache_dir={tmp_path / 'cache'}", "steps=4", "eval_every=2",
-                      *overrides)
+                      f"data.cache_dir={tmp_path / 'cache'}", "data.convert_workers=1",
+                      "steps=4", "eval_every=2", *overrides)
     summary = train_tiny(cfg, tmp_path / "run")
     validation = scalars(tmp_path / "run", "validation")
     test = scalars(tmp_path / "run", "eval")

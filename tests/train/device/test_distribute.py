@@ -2,19 +2,21 @@
 workers; one killed and the job started again)."""
 
 import signal
-import subprocess
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers.runs import (PROJECT, communicate_all, final_weights, free_ports, scalars,
-                          start_workers, tiny_config, train_command, train_tiny)
+from helpers.runs import (communicate_all, final_weights, free_ports, scalars, start_workers,
+                          tiny_config, train_tiny)
 from meshseg.errors import ConfigError
 from meshseg.train.rundir.checkpoints import checkpoints_on_disk
 
 import meshseg.nn.model  # noqa: F401  (registers the model class for load_model)
+
+# With tiny_config: the network of train_command (helpers.runs).
+TRAIN_COMMAND_NET = ("model.input_channels=16", "model.conv_channels=[8,8]")
 
 
 def test_a_mirrored_run_matches_the_default_strategy(tiny_dataset, tmp_path):
@@ -41,10 +43,9 @@ def test_two_workers_end_with_identical_weights_matching_one_worker(tiny_dataset
     outputs = communicate_all(workers, timeout=240)
     for worker, output in zip(workers, outputs):
         assert worker.returncode == 0, output[-3000:]
-    single = subprocess.run(train_command(tiny_dataset, tmp_path / "single", "steps=4", "eval_every=4",
-                                          "data.batch_size=2"),
-                            cwd=PROJECT, capture_output=True, text=True, timeout=240)
-    assert single.returncode == 0, single.stderr[-3000:]
+    # One worker: train_command's run in this process (its network, deterministic).
+    train_tiny(tiny_config(tiny_dataset, "steps=4", "eval_every=4", "data.batch_size=2",
+                           *TRAIN_COMMAND_NET, "deterministic=true"), tmp_path / "single")
 
     for got, want in zip(final_weights(tmp_path / "worker1"), final_weights(tmp_path / "worker0")):
         np.testing.assert_array_equal(got, want)

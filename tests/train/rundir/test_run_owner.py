@@ -2,6 +2,7 @@
 `meshseg.train.rundir.ownership`): one live process trains in it, its checkpoints are
 restored by no other run, and every refusal comes before Hydra writes into the directory."""
 
+import shutil
 import signal
 import subprocess
 import time
@@ -50,12 +51,20 @@ def test_a_second_process_in_a_live_runs_directory_is_refused_naming_its_pid(tin
     assert (run_dir / "model.keras").exists()
 
 
-def test_in_process_runs_hold_the_lock_only_while_they_run(tiny_dataset, tmp_path):
+@pytest.fixture(scope="module")
+def one_step_run(tiny_dataset, tmp_path_factory):
+    """A finished 1-step run trained in this process (`train_tiny`). Read-only: a test
+    that changes it takes a copy."""
+    run_dir = tmp_path_factory.mktemp("one_step") / "run"
+    train_tiny(tiny_config(tiny_dataset, "steps=1"), str(run_dir))
+    return run_dir
+
+
+def test_in_process_runs_hold_the_lock_only_while_they_run(one_step_run):
     from meshseg.train.rundir.runlock import holds_run_dir
 
-    train_tiny(tiny_config(tiny_dataset, "steps=1"), str(tmp_path / "run"))
-    assert not holds_run_dir(str(tmp_path / "run"))
-    assert (tmp_path / "run" / ".lock").is_file()  # the file stays; the lock does not
+    assert not holds_run_dir(str(one_step_run))
+    assert (one_step_run / ".lock").is_file()  # the file stays; the lock does not
 
 
 @pytest.mark.slow
@@ -93,9 +102,10 @@ def test_a_run_given_another_runs_checkpoints_is_refused_naming_both_before_any_
     assert after == before
 
 
-def test_a_runs_own_checkpoint_folder_moved_with_it_stays_its_own(tiny_dataset, tmp_path):
+def test_a_runs_own_checkpoint_folder_moved_with_it_stays_its_own(tiny_dataset, one_step_run,
+                                                                  tmp_path):
     first = tmp_path / "a"
-    train_tiny(tiny_config(tiny_dataset, "steps=1"), str(first))
+    shutil.copytree(one_step_run, first)
     moved = tmp_path / "moved"
     first.rename(moved)
     summary = train_tiny(tiny_config(tiny_dataset, "steps=2"), str(moved))
