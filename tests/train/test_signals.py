@@ -175,8 +175,12 @@ def test_sigterm_to_a_sweep_stops_its_running_job_with_a_checkpoint_and_ends_it(
     jobs = []
 
     def training(pid: int):
+        # Steps are running once the job has logged an evaluation (every 10 steps); its
+        # event files exist earlier, before the signal handler of the training loop is in
+        # place (a signal then ends the job before any step, with nothing to checkpoint).
         jobs[:] = children(pid)
-        return list(sweep_dir.glob("*/train/events*"))
+        return any("eval @ step" in log.read_text(errors="replace")
+                   for log in sweep_dir.glob("*/train.log"))
 
     status, output = signalled_when([*command[:2], "-m", *command[2:],
                                      f"hydra.sweep.dir={sweep_dir}", "seed=0,1"], training,
