@@ -103,8 +103,15 @@ def sample_accuracy(run_dir: str, sample: Path) -> Dict:
     return {"meshes": counts, "accuracy": correct / sum(c["vertices"] for c in counts.values())}
 
 
+# Overrides that say where files are kept, not what is trained: left out of a shipped
+# model's command, which then runs on any machine (the caches are rebuilt where the
+# defaults put them).
+PLACE_KEYS = ("data.cache_dir", "data.descriptor_cache")
+
+
 def training_command(run_dir: str) -> str:
-    """`python train.py <overrides>` as the run's `.hydra/overrides.yaml` records it.
+    """`python train.py <overrides>` as the run's `.hydra/overrides.yaml` records it,
+    without Hydra's own overrides and the `PLACE_KEYS`.
 
     Raises:
       ConfigError: "<path> is not Hydra's list of a run's overrides (damaged: <why>)" for
@@ -113,7 +120,8 @@ def training_command(run_dir: str) -> str:
     path = Path(run_dir) / ".hydra" / "overrides.yaml"
     recorded = (read_yaml(path, "Hydra's list of a run's overrides", ConfigError,
                           (list, type(None))) or []) if path.exists() else []
-    overrides = [str(o) for o in recorded if not str(o).startswith("hydra.")]
+    overrides = [str(o) for o in recorded if not str(o).startswith("hydra.")
+                 and str(o).split("=", 1)[0].lstrip("+~") not in PLACE_KEYS]
     return shell_command(["python", "train.py", *overrides])
 
 

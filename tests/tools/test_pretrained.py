@@ -117,6 +117,15 @@ def test_a_runs_damaged_overrides_record_is_refused_in_one_line(tmp_path, damage
         "python train.py steps=4 'model.conv_channels=[8,8,16]' 'data.root=/my data'")
 
 
+def test_the_shipped_command_leaves_out_where_the_caches_were_kept(tmp_path):
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "overrides.yaml").write_text(
+        "- experiment=rna_full\n- data.cache_dir=/scratch/me/cache\n- eval.test=final\n"
+        "- +data.descriptor_cache=/scratch/me/descriptors\n- hydra.run.dir=/scratch/run\n")
+    assert pretrained.training_command(str(tmp_path)) == (
+        "python train.py experiment=rna_full eval.test=final")
+
+
 # pretrained's command line; prints whether TensorFlow was imported when it ended
 NAME_CHECK = """\
 import sys
