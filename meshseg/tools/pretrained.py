@@ -27,6 +27,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 import shutil
 import tempfile
 from pathlib import Path
@@ -38,7 +39,7 @@ from meshseg.data.mesh.foreign import list_file_lines, read_yaml
 from meshseg.data.mesh.meshfiles import load_label_file
 from meshseg.errors import ConfigError
 from meshseg.outputs import make_dirs, replace_dir, temporary_dir, write_atomically, write_json
-from meshseg.config import load_run_config
+from meshseg.config import TrainConfig, load_run_config, save_run_config, train_config
 from meshseg.tools.predict import PRETRAINED_DIR, predict_files
 from meshseg.train.rundir.claim import MODEL_FILE, RUN_CONFIG, SUMMARY_FILE
 from meshseg.train.rundir.summary import RunSummary
@@ -125,12 +126,35 @@ def training_command(run_dir: str) -> str:
     return shell_command(["python", "train.py", *overrides])
 
 
-def shipped_summary(summary: RunSummary) -> RunSummary:
+def shipped_config(run_dir: str, command: str) -> TrainConfig:
+    """The run's settings as shipped: every setting the run's, but the `PLACE_KEYS` as
+    the shipped `command` composes them (where a user's checkout keeps the caches).
+
+    Raises:
+      ConfigError: from `load_run_config` or `train_config`.
+    """
+    config, composed = load_run_config(run_dir), train_config(shlex.split(command)[2:])
+    for key in PLACE_KEYS:
+        section, name = key.split(".")
+        setattr(getattr(config, section), name, getattr(getattr(composed, section), name))
+    return config
+
+
+def shipped_summary(summary: RunSummary, cache_dirs: tuple = ()) -> RunSummary:
     """The run's summary as shipped: its test shards named relative to the working
     directory (the project root, as the run's `data.cache_dir` is), not by the absolute
     paths of the machine that trained it, so `predict --pretrained NAME --test-split`
-    finds them in a user's checkout once the preset's data is converted there. Shards
-    outside the working directory keep their paths."""
+    finds them in a user's checkout once the preset's data is converted there. With
+    `cache_dirs` = (the run's `data.cache_dir`, the shipped one), a shard in the run's
+    cache folder is named in the shipped one (the shipped command converts it there).
+    Other shards outside the working directory keep their paths."""
+    test_files = list(summary.test_files)
+    if cache_dirs and cache_dirs[0] and cache_dirs[1]:
+        run_cache = os.path.abspath(cache_dirs[0])
+        test_files = [os.path.join(cache_dirs[1], os.path.relpath(path, run_cache))
+                      if os.path.abspath(path).startswith(run_cache + os.sep) else path
+                      for path in test_files]
+    summary = dataclasses.replace(summary, test_files=test_files)
     inside = [os.path.relpath(path) for path in summary.test_files]
     return dataclasses.replace(summary, test_files=[
         rel if not rel.startswith(os.pardir) else path
@@ -186,10 +210,13 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
     # a full disk or a stop signal leaves no half-built package (`meshseg.outputs`).
     build = Path(temporary_dir(make_dirs(str(target.parent)), f".{target.name}.build-"))
     try:
-        for file in (MODEL_FILE, RUN_CONFIG):
-            write_atomically(str(build / file),
-                             lambda path, file=file: shutil.copy(Path(run_dir) / file, path))
-        shipped_summary(summary).save(str(build))
+        write_atomically(str(build / MODEL_FILE),
+                         lambda path: shutil.copy(Path(run_dir) / MODEL_FILE, path))
+        config = shipped_config(run_dir, command)
+        write_atomically(str(build / RUN_CONFIG), lambda path: save_run_config(config, path),
+                         "the run's settings")
+        shipped_summary(summary, (load_run_config(run_dir).data.cache_dir,
+                                  config.data.cache_dir)).save(str(build))
         results = {
             "command": command, "steps": summary.steps,
             "test_accuracy": summary.eval_accuracy, "test_mean_iou": summary.eval_mean_iou,

@@ -1,6 +1,7 @@
 """Shipped models: a run packaged by `meshseg.tools.pretrained` predicts by name
 (`predict --pretrained NAME`) and reproduces the sample accuracy it recorded."""
 
+import dataclasses
 import json
 import os
 import shlex
@@ -219,6 +220,11 @@ def test_a_shipped_summary_names_the_test_shards_inside_the_project_relative_to_
                          num_compilations=1, peak_rss_mib=1.0)
     assert pretrained.shipped_summary(summary).test_files == [
         os.path.join("data", "cache", "test-0.tfrecords"), outside]
+    # a run that kept its cache elsewhere (data.cache_dir=/scratch/c): its shards are named
+    # where the shipped command, which leaves that override out, converts them
+    moved = dataclasses.replace(summary, test_files=["/scratch/c/test-0.tfrecords", outside])
+    assert pretrained.shipped_summary(moved, ("/scratch/c/", "data/cache/rna")).test_files == [
+        os.path.join("data", "cache", "rna", "test-0.tfrecords"), outside]
 
 
 @pytest.mark.parametrize("name", predict.pretrained_names())
