@@ -35,9 +35,10 @@ def tmpfs(size: str = "16m", read_only: bool = False, prepare=None):
         mount_point.rmdir()
 
 
-def fill(folder: Path) -> Path:
-    """Fills the filesystem of `folder` with one file until it holds no free byte;
-    returns that file (remove it to free the space)."""
+def fill(folder: Path, leave: int = 0) -> Path:
+    """Fills the filesystem of `folder` with one file until it holds no free byte, then
+    gives `leave` bytes back (whole 4 KiB pages on a tmpfs); returns that file (remove it
+    to free the space)."""
     filler = folder / "filler"
     descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
@@ -45,6 +46,8 @@ def fill(folder: Path) -> Path:
             with contextlib.suppress(OSError):
                 while True:
                     os.write(descriptor, b"\0" * block)
+        if leave:
+            os.ftruncate(descriptor, os.fstat(descriptor).st_size - leave)
     finally:
         os.close(descriptor)
     return filler

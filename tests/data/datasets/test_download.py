@@ -300,9 +300,7 @@ def test_a_full_disk_while_downloading_is_a_write_failure_and_the_part_resumes(
     with tmpfs("1m") as mount:
         root = mount / "datasets"
         (root / ".downloads").mkdir(parents=True)
-        filler = fill(mount)
-        with open(filler, "r+b") as stream:  # one page left free, less than the archive
-            stream.truncate(filler.stat().st_size - 4096)
+        filler = fill(mount, leave=4096)  # one page left free, less than the archive
         assert size > 4096
         with pytest.raises(SystemExit) as exit_info:
             main(["rna", "--root", str(root)])
@@ -336,10 +334,8 @@ def test_a_full_disk_while_extracting_is_a_write_failure_and_the_archive_is_kept
     with tmpfs("1m") as mount:
         root = mount / "datasets"
         (root / ".downloads").mkdir(parents=True)
-        filler = fill(mount)
         pages = -(-size // 4096) + 1  # the archive and a page to spare, not its 10 files
-        with open(filler, "r+b") as stream:
-            stream.truncate(filler.stat().st_size - pages * 4096)
+        filler = fill(mount, leave=pages * 4096)
         with pytest.raises(SystemExit) as exit_info:
             main(["rna", "--root", str(root)])
         err = capsys.readouterr().err
