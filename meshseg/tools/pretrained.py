@@ -24,6 +24,7 @@ failure leaves an earlier package with that name as it was and no half-built one
 """
 
 import argparse
+import copy
 import dataclasses
 import json
 import os
@@ -126,14 +127,15 @@ def training_command(run_dir: str) -> str:
     return shell_command(["python", "train.py", *overrides])
 
 
-def shipped_config(run_dir: str, command: str) -> TrainConfig:
-    """The run's settings as shipped: every setting the run's, but the `PLACE_KEYS` as
-    the shipped `command` composes them (where a user's checkout keeps the caches).
+def shipped_config(trained: TrainConfig, command: str) -> TrainConfig:
+    """The run's settings `trained` as shipped (a copy): every setting the run's, but the
+    `PLACE_KEYS` as the shipped `command` composes them (where a user's checkout keeps
+    the caches).
 
     Raises:
-      ConfigError: from `load_run_config` or `train_config`.
+      ConfigError: from `train_config`.
     """
-    config, composed = load_run_config(run_dir), train_config(shlex.split(command)[2:])
+    config, composed = copy.deepcopy(trained), train_config(shlex.split(command)[2:])
     for key in PLACE_KEYS:
         section, name = key.split(".")
         setattr(getattr(config, section), name, getattr(getattr(composed, section), name))
@@ -212,10 +214,11 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
     try:
         write_atomically(str(build / MODEL_FILE),
                          lambda path: shutil.copy(Path(run_dir) / MODEL_FILE, path))
-        config = shipped_config(run_dir, command)
+        trained = load_run_config(run_dir)
+        config = shipped_config(trained, command)
         write_atomically(str(build / RUN_CONFIG), lambda path: save_run_config(config, path),
                          "the run's settings")
-        shipped_summary(summary, (load_run_config(run_dir).data.cache_dir,
+        shipped_summary(summary, (trained.data.cache_dir,
                                   config.data.cache_dir)).save(str(build))
         results = {
             "command": command, "steps": summary.steps,

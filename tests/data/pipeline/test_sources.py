@@ -66,14 +66,21 @@ def _converted_spheres(tmp_path) -> dict:
     return paths
 
 
-def test_under_jit_batches_take_bucket_shapes_chosen_from_the_manifests(tmp_path):
-    paths = _converted_spheres(tmp_path)
+def _sphere_buckets(paths: dict, sizes_from: str):
+    """`build_datasets` of `_converted_spheres` under jit with boundaries [64, 256] (pad
+    multiple 64), checked to take its sizes from `sizes_from` and to give the spheres'
+    buckets and histogram; returns (train, test, info)."""
     cfg = _tfrecords_config(paths["train"], paths["test"], 2, "data.bucket_boundaries=[64,256]",
                             "data.pad_multiple=64")
     train_ds, test_ds, info = build_datasets(cfg, seed=0, jit=True)
-    assert info.sizes_from == "manifest"
+    assert info.sizes_from == sizes_from
     assert [shape[0] for shape in info.bucket_shapes] == [64, 256, 704]
     assert info.train_histogram.sum() == 2 * 42 + 162 + 642
+    return train_ds, test_ds, info
+
+
+def test_under_jit_batches_take_bucket_shapes_chosen_from_the_manifests(tmp_path):
+    train_ds, test_ds, info = _sphere_buckets(_converted_spheres(tmp_path), "manifest")
     shapes = {(f["vertices"].shape[1], f["edges"].shape[1], f["neighbors"].shape[2],
                f["overflow_centers"].shape[1]) for f, _ in list(train_ds.take(8)) + list(test_ds)}
     assert shapes <= set(info.bucket_shapes)
@@ -102,12 +109,7 @@ def test_a_damaged_manifest_is_passed_over_and_the_shards_scanned_for_the_same_b
                    "meshes_not_entries": json.dumps({**manifest, "meshes": [1, 2, 3]}),
                    "cut": manifest_file.read_text()[:40]}[damage]
         manifest_file.write_text(damaged)
-    cfg = _tfrecords_config(paths["train"], paths["test"], 2, "data.bucket_boundaries=[64,256]",
-                            "data.pad_multiple=64")
-    _, _, info = build_datasets(cfg, seed=0, jit=True)
-    assert info.sizes_from == "scan"
-    assert [shape[0] for shape in info.bucket_shapes] == [64, 256, 704]
-    assert info.train_histogram.sum() == 2 * 42 + 162 + 642
+    _sphere_buckets(paths, "scan")
 
 
 def _converted(tmp_path, subdivisions: dict) -> dict:
