@@ -92,17 +92,29 @@ def _octant_mesh(subdivisions: int, seed: int) -> dict:
 
 @pytest.fixture(scope="session")
 def tiny_dataset(tmp_path_factory):
-    """Train and test shards of small labelled meshes (42 and 162 vertices, 6 classes).
+    """Train and test shards of small labelled meshes (42 and 162 vertices, 6 classes),
+    converted from PLY and label files by the product's converter, so each split has a
+    manifest and a run reads its sizes from it rather than scanning the records (the scan
+    is tested on records written without one, e.g. `write_records`).
 
-    Returns dict(train=path, test=path, num_classes=6).
+    Returns dict(train=path, test=path, num_classes=6): one shard path per split.
     """
+    import trimesh
+
+    from meshseg.data.records.convert import convert_split
+
     root = tmp_path_factory.mktemp("tiny_dataset")
     splits = {"train": [(2, 0), (1, 1), (2, 2), (1, 3)], "test": [(2, 4), (1, 5)]}
     paths = {}
     for split, meshes in splits.items():
-        paths[split] = str(root / f"{split}.tfrecords")
-        with tf.io.TFRecordWriter(paths[split]) as writer:
-            for subdivisions, seed in meshes:
-                mesh = _octant_mesh(subdivisions, seed)
-                writer.write(mesh_to_example(mesh["vertices"], mesh["triangles"], mesh["labels"]))
+        mesh_paths, label_paths = [], []
+        for subdivisions, seed in meshes:
+            mesh = _octant_mesh(subdivisions, seed)
+            mesh_paths.append(root / "meshes" / f"{split}_{seed}.ply")
+            label_paths.append(root / "meshes" / f"{split}_{seed}.txt")
+            mesh_paths[-1].parent.mkdir(exist_ok=True)
+            trimesh.Trimesh(mesh["vertices"], mesh["triangles"], process=False).export(
+                mesh_paths[-1])
+            np.savetxt(label_paths[-1], mesh["labels"], fmt="%d")
+        [paths[split]] = convert_split(mesh_paths, label_paths, root / split, num_shards=1)
     return {**paths, "num_classes": 6}

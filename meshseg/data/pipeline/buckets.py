@@ -227,6 +227,7 @@ def bucket_batch(examples: tf.data.Dataset, batch_size: int, shapes: list[tuple]
                                      padding_values=padding_values, drop_remainder=drop_remainder)
     table = tf.constant(shapes, tf.int64)
 
+    @tf.autograph.experimental.do_not_convert  # no Python control flow on tensors
     def bucket_of(features, labels):
         size = _sizes(features)
         fits = tf.reduce_all(size[tf.newaxis] <= table, axis=1)
@@ -237,6 +238,7 @@ def bucket_batch(examples: tf.data.Dataset, batch_size: int, shapes: list[tuple]
         with tf.control_dependencies([check]):
             return tf.argmax(tf.cast(fits, tf.int32), output_type=tf.int64)
 
+    @tf.autograph.experimental.do_not_convert
     def batch_bucket(key, window):
         shape = tf.gather(table, key)
         return window.padded_batch(batch_size, padded_shapes=_padded_shapes(

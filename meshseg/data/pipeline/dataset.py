@@ -40,6 +40,10 @@ INTERLEAVED_SHARDS = 8
 # the principal frame (`data.frame=pca`); never in a batch.
 VERTEX_AREAS = "vertex_areas"
 
+# The pipeline's functions hold no Python control flow on tensors, so tf.data traces them
+# as written: autograph's conversion would only add to every run's start.
+_plain = tf.autograph.experimental.do_not_convert
+
 _MIN_RMS_RADIUS = 1e-12
 _MIN_AREA = 1e-24
 
@@ -228,23 +232,24 @@ def read_meshes(files: list[str], training: bool = False, seed: int | None = Non
         index, offset, length = good[:, 0], good[:, 1], good[:, 2]
         # An uncompressed shard: each good record's bytes, read at its offset.
         spans = tf.data.Dataset.from_tensor_slices((index, offset, length)).filter(
-            lambda _, offset, __: offset >= 0)
-        records = spans.flat_map(lambda index, offset, length: tf.data.FixedLengthRecordDataset(
+            _plain(lambda _, offset, __: offset >= 0))
+        records = spans.flat_map(_plain(lambda index, offset, length: tf.data.FixedLengthRecordDataset(
             path, length, header_bytes=offset + HEADER_BYTES,
             footer_bytes=size - offset - HEADER_BYTES - length).map(
-                lambda serialized: (index, serialized)))
+                _plain(lambda serialized: (index, serialized)))))
         # A compressed one (no offsets): its records in order, the good ones kept.
         compressed = tf.where(tf.equal(compression, ""), tf.constant(0, tf.int64),
                               tf.reduce_max(tf.concat([[-1], index], 0)) + 1)
         records = tf.data.TFRecordDataset(path, compression).take(compressed).enumerate().filter(
-            lambda position, _: tf.reduce_any(tf.equal(position, index))).concatenate(records)
-        return records.map(lambda index, serialized: _parse(
+            _plain(lambda position, _: tf.reduce_any(tf.equal(position, index)))).concatenate(
+                records)
+        return records.map(_plain(lambda index, serialized: _parse(
             serialized, tf.strings.join([path, ", record ", tf.strings.as_string(index)]),
-            adjacency, stored, levels))
+            adjacency, stored, levels)))
 
-    meshes = shards.interleave(shard_records, cycle_length=INTERLEAVED_SHARDS,
+    meshes = shards.interleave(_plain(shard_records), cycle_length=INTERLEAVED_SHARDS,
                                num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    return meshes.map(lambda mesh: with_adjacency(mesh, inputs),
+    return meshes.map(_plain(lambda mesh: with_adjacency(mesh, inputs)),
                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
@@ -368,11 +373,12 @@ def make_dataset(
     if augment is not None:
         meshes = tf.data.Dataset.zip(meshes, tf.data.Dataset.random(seed=seed).batch(2))
         examples = meshes.map(
-            lambda example, augment_seed: (
-                model_inputs(example[0], inputs, augment, augment_seed), example[1]),
+            _plain(lambda example, augment_seed: (
+                model_inputs(example[0], inputs, augment, augment_seed), example[1])),
             num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     else:
-        examples = meshes.map(lambda features, labels: (model_inputs(features, inputs), labels),
+        examples = meshes.map(_plain(lambda features, labels: (model_inputs(features, inputs),
+                                                                labels)),
                               num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     padding = padding_values(inputs.levels)
     if bucket_shapes:

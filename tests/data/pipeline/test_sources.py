@@ -11,6 +11,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from helpers.graphs import fan_grid
+from helpers.records import copy_dataset
 from helpers.runs import CONFIG_DIR
 from helpers.shared_data import SHARED_DATA, needs_shared_data
 from meshseg.batch import level_key
@@ -35,8 +36,9 @@ def _tfrecords_config(train, test, num_classes, *overrides):
 
 
 def test_without_jit_batches_are_padded_to_their_maxima_and_histograms_come_from_a_scan(
-        tiny_dataset):
-    cfg = _tfrecords_config(tiny_dataset["train"], tiny_dataset["test"], 6)
+        tiny_dataset, tmp_path):
+    plain = copy_dataset(tiny_dataset, tmp_path / "plain")  # the shards, not their manifests
+    cfg = _tfrecords_config(plain["train"], plain["test"], 6)
     train_ds, test_ds, info = build_datasets(cfg, seed=0, jit=False)
     assert info.sizes_from == "scan" and info.bucket_shapes is None
     assert info.num_meshes == {"train": 4, "test": 2}
