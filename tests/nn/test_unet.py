@@ -16,6 +16,12 @@ from meshseg.nn.ops import IMPLEMENTATIONS
 from meshseg.nn.unet import FeaStUNet
 
 IMPLS = sorted(IMPLEMENTATIONS)
+# The whole network under every impl re-checks, at a larger size, what
+# tests/nn/test_ops_equivalence.py checks of each impl's convolution without `slow`: here
+# the default impl runs in `-m "not slow"`, the others in the full suite.
+DEFAULT_IMPL = "gather_matmul"
+NETWORK_IMPLS = [impl if impl == DEFAULT_IMPL else pytest.param(impl, marks=pytest.mark.slow)
+                 for impl in IMPLS]
 LEVELS = 2
 WIDTH = 5  # input channels, e.g. xyz and two more
 SMALL_NET = dict(num_classes=4, num_weight_matrices=3, input_channels=8,
@@ -96,7 +102,7 @@ def float64_reference(seed: int = 0):
 
 
 @pytest.mark.parametrize("xla", [False, True], ids=["eager", "jit"])
-@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("impl", NETWORK_IMPLS)
 def test_every_impl_matches_a_float64_evaluation_with_its_gradients(impl, xla):
     net = built_net(impl, xla, weights=float32_weights())
     logits, gradients = logits_and_gradients(net, batch(), xla)
@@ -109,7 +115,7 @@ def test_every_impl_matches_a_float64_evaluation_with_its_gradients(impl, xla):
 
 
 @pytest.mark.parametrize("xla", [False, True], ids=["eager", "jit"])
-@pytest.mark.parametrize("impl", IMPLS)
+@pytest.mark.parametrize("impl", NETWORK_IMPLS)
 def test_every_impl_in_mixed_bfloat16_follows_a_float64_evaluation(impl, xla):
     net = built_net(impl, xla, precision="mixed_bfloat16")
     assert all(weight.dtype == "float32" for weight in net.trainable_weights)

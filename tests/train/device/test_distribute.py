@@ -81,7 +81,7 @@ def run_workers(dataset, run_dirs, *overrides):
 def test_two_workers_killed_and_started_again_end_with_the_weights_of_an_uninterrupted_run(
         tiny_dataset, tmp_path):
     dataset = {**tiny_dataset, "train": two_shards(tiny_dataset["train"], tmp_path / "shards")}
-    steps = 60
+    steps = 30
     common = (f"steps={steps}", "checkpoint.every=2", f"eval_every={steps}")
     whole = [tmp_path / f"whole{i}" for i in range(2)]
     outputs = run_workers(dataset, whole, *common, f"checkpoint.dir={tmp_path / 'whole-ckpt'}")
