@@ -233,10 +233,11 @@ def read_meshes(files: list[str], training: bool = False, seed: int | None = Non
         # An uncompressed shard: each good record's bytes, read at its offset.
         spans = tf.data.Dataset.from_tensor_slices((index, offset, length)).filter(
             _plain(lambda _, offset, __: offset >= 0))
-        records = spans.flat_map(_plain(lambda index, offset, length: tf.data.FixedLengthRecordDataset(
-            path, length, header_bytes=offset + HEADER_BYTES,
-            footer_bytes=size - offset - HEADER_BYTES - length).map(
-                _plain(lambda serialized: (index, serialized)))))
+        records = spans.flat_map(_plain(
+            lambda index, offset, length: tf.data.FixedLengthRecordDataset(
+                path, length, header_bytes=offset + HEADER_BYTES,
+                footer_bytes=size - offset - HEADER_BYTES - length).map(
+                    _plain(lambda serialized: (index, serialized)))))
         # A compressed one (no offsets): its records in order, the good ones kept.
         compressed = tf.where(tf.equal(compression, ""), tf.constant(0, tf.int64),
                               tf.reduce_max(tf.concat([[-1], index], 0)) + 1)
