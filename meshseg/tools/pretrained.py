@@ -65,14 +65,14 @@ def sample_meshes(sample: Path) -> List[Path]:
     return meshes
 
 
-def check_held_out(run_dir: str, meshes: List[Path]) -> None:
+def check_held_out(run_dir: str, config: TrainConfig, meshes: List[Path]) -> None:
     """Refuses sample meshes the run trained on: each stem must not be listed in the run's
-    training split file (`data.root` / `data.train_split`), when the run has one.
+    training split file (`data.root` / `data.train_split` of its settings `config`), when
+    the run has one.
 
     Raises:
       ConfigError: naming the meshes found in the training split.
     """
-    config = load_run_config(run_dir)
     split = Path(config.data.root) / config.data.train_split if config.data.root else None
     if split is None or not split.is_file():
         return
@@ -206,7 +206,8 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
                  for folder, _, files in os.walk(run_dir) for file in files}
     distinct_from_inputs("--name", [str(target / file) for file in
                                     (*SHIPPED_FILES, RESULTS_FILE)], run_files)
-    check_held_out(run_dir, sample_meshes(sample))
+    trained = load_run_config(run_dir)
+    check_held_out(run_dir, trained, sample_meshes(sample))
     command = training_command(run_dir)  # a damaged record is refused before any work
     # Built aside, then put in the place of an earlier package: a sample mesh that fails,
     # a full disk or a stop signal leaves no half-built package (`meshseg.outputs`).
@@ -214,7 +215,6 @@ def package(run_dir: str, name: str, sample: Path, max_mib: float = 10.0,
     try:
         write_atomically(str(build / MODEL_FILE),
                          lambda path: shutil.copy(Path(run_dir) / MODEL_FILE, path))
-        trained = load_run_config(run_dir)
         config = shipped_config(trained, command)
         write_atomically(str(build / RUN_CONFIG), lambda path: save_run_config(config, path),
                          "the run's settings")
