@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from helpers.meshes import write_labelled_mesh
+from meshseg.data.records.convert import convert_split
 from meshseg.data.records.schema import mesh_to_example
 
 pytest_plugins = ["helpers.suite_rules"]
@@ -99,22 +101,14 @@ def tiny_dataset(tmp_path_factory):
 
     Returns dict(train=path, test=path, num_classes=6): one shard path per split.
     """
-    import trimesh
-
-    from meshseg.data.records.convert import convert_split
-
     root = tmp_path_factory.mktemp("tiny_dataset")
+    (root / "meshes").mkdir()
     splits = {"train": [(2, 0), (1, 1), (2, 2), (1, 3)], "test": [(2, 4), (1, 5)]}
     paths = {}
     for split, meshes in splits.items():
-        mesh_paths, label_paths = [], []
-        for subdivisions, seed in meshes:
-            mesh = _octant_mesh(subdivisions, seed)
-            mesh_paths.append(root / "meshes" / f"{split}_{seed}.ply")
-            label_paths.append(root / "meshes" / f"{split}_{seed}.txt")
-            mesh_paths[-1].parent.mkdir(exist_ok=True)
-            trimesh.Trimesh(mesh["vertices"], mesh["triangles"], process=False).export(
-                mesh_paths[-1])
-            np.savetxt(label_paths[-1], mesh["labels"], fmt="%d")
+        mesh_paths = [root / "meshes" / f"{split}_{seed}.ply" for _, seed in meshes]
+        label_paths = [path.with_suffix(".txt") for path in mesh_paths]
+        for (subdivisions, seed), mesh_path, label_path in zip(meshes, mesh_paths, label_paths):
+            write_labelled_mesh(_octant_mesh(subdivisions, seed), mesh_path, label_path)
         [paths[split]] = convert_split(mesh_paths, label_paths, root / split, num_shards=1)
     return {**paths, "num_classes": 6}

@@ -89,6 +89,14 @@ def write_sphere_folder(root) -> list:
     return paths
 
 
+def write_labelled_mesh(mesh: dict, mesh_path, label_path) -> None:
+    """Writes `mesh` ({"vertices", "triangles", "labels"}, e.g. `conftest._octant_mesh`) as
+    it is (`process=False`) to `mesh_path` (format by suffix) and its per-vertex labels, one
+    integer per line, to `label_path`."""
+    trimesh.Trimesh(mesh["vertices"], mesh["triangles"], process=False).export(mesh_path)
+    np.savetxt(label_path, mesh["labels"], fmt="%d")
+
+
 def write_octant_folder(root, num_train: int, num_test: int):
     """A mesh folder of octant-labelled stretched icospheres (`conftest._octant_mesh`, 42 and
     162 vertices alternately, 6 classes): `meshes/train<i>.ply` and `meshes/test<i>.ply`,
@@ -100,10 +108,8 @@ def write_octant_folder(root, num_train: int, num_test: int):
     names = {"train": [f"train{i}.ply" for i in range(num_train)],
              "test": [f"test{i}.ply" for i in range(num_test)]}
     for seed, name in enumerate(names["train"] + names["test"]):
-        mesh = _octant_mesh(1 + seed % 2, seed)
-        trimesh.Trimesh(mesh["vertices"], mesh["triangles"], process=False).export(
-            root / "meshes" / name)
-        np.savetxt(root / "labels" / f"{name[:-4]}.txt", mesh["labels"], fmt="%d")
+        write_labelled_mesh(_octant_mesh(1 + seed % 2, seed), root / "meshes" / name,
+                            root / "labels" / f"{name[:-4]}.txt")
     for split, entries in names.items():
         (root / f"{split}.txt").write_text("\n".join(entries) + "\n")
     return root
