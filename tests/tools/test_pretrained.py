@@ -15,6 +15,7 @@ import pytest
 import trimesh
 
 from helpers.runs import tiny_config, train_tiny
+from meshseg.config import train_config
 from meshseg.errors import ConfigError, MeshsegError
 from meshseg.tools import predict, pretrained
 from meshseg.tools.predict import read_meshes
@@ -263,3 +264,12 @@ def test_a_shipped_models_folder_this_user_may_not_write_is_refused_before_any_w
         f"error: --name {predict.PRETRAINED_DIR / 'tiny'}: {predict.PRETRAINED_DIR} is not "
         "writable (Permission denied)")
     assert "tiny" not in predict.pretrained_names()
+
+
+def test_sample_meshes_the_run_trained_on_are_refused_naming_them(tmp_path):
+    (tmp_path / "train.txt").write_text("a.ply b.ply\n")
+    trained = train_config([f"data.root={tmp_path}", "data.train_split=train.txt"])
+    with pytest.raises(ConfigError, match=r"sample test meshes b are training meshes of run"):
+        pretrained.check_held_out("run", trained, [Path("sample/meshes/b.ply"),
+                                                   Path("sample/meshes/c.ply")])
+    pretrained.check_held_out("run", trained, [Path("sample/meshes/c.ply")])  # held out
