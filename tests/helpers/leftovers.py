@@ -75,6 +75,8 @@ def kill_leftovers(grace_s: float = GRACE_S) -> list[str]:
     while running and time.monotonic() < deadline:
         time.sleep(0.1)
         running = _running()
+    if not running:
+        return []
     left = dict(running)
     for _ in range(10):  # a killed child's own children come to this process next
         for pid in running:

@@ -119,6 +119,7 @@ def test_padded_values_change_neither_loss_nor_accuracy(impl, tiny_dataset):
     np.testing.assert_array_equal(result[1], reference[1])
 
 
+@pytest.mark.slow  # the training tests above on a real RNA surface (15k vertices)
 def test_a_few_steps_on_a_real_mesh_lower_the_loss(tmp_path):
     rna = PROJECT / "data" / "rna_sample"
     mesh = load_labelled_mesh(rna / "ply" / "1VQ6_9.ply", rna / "labels" / "1VQ6_9.txt",

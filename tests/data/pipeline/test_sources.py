@@ -175,6 +175,7 @@ def test_human_parts_experiment_composes_with_8_classes_and_24_by_override():
     assert cfg.data.cache_dir == "data/cache/human_parts_smpl24_xyz-normals-hks_l3"
 
 
+@pytest.mark.slow  # ~10 s: the converter and pipeline of the tests above, on 40 real meshes
 @NEEDS_HUMAN_PARTS
 def test_human_parts_converts_to_a_cache_and_yields_8_class_batches(tmp_path):
     # One coarser level, xyz only: the HKS of 40 meshes would take minutes without the

@@ -5,6 +5,10 @@ step compiles with XLA as a whole: checked on a CPU from TensorFlow's kernel reg
 The networks are shrunk (one graph convolution; the U-Net with one coarser level and one
 block per level, the default run's head options on) on a one-triangle batch: the step's op
 types and dtypes do not depend on the sizes, and a trace costs seconds per thousand ops.
+
+`-m "not slow"` checks every implementation in float32 and the default one (gather_matmul)
+in every precision and under XLA; the mixed precisions and XLA compilations of the other
+implementations, the same checks of other dtypes, run in the full suite.
 """
 
 import pytest
@@ -21,6 +25,14 @@ from meshseg.train.run import build_optimizer
 from meshseg.train.loop.step import TrainStep
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+DEFAULT_IMPL = "gather_matmul"
+
+
+def slow_unless(fast: bool, *values):
+    """pytest.param(*values), marked slow unless `fast`."""
+    return pytest.param(*values, marks=() if fast else pytest.mark.slow)
+
+
 # (settings, coarser levels of the batch) per network.
 NETWORKS = {
     "demo": (dict(name="demo", input_channels=8, conv_channels=[8], hidden_channels=8), 0),
@@ -82,9 +94,10 @@ def test_the_host_op_table_gives_a_reason_and_a_cost_for_ops_with_no_gpu_kernel(
         assert not has_gpu_kernel(op_type, {}), f"{op_type} has a GPU kernel: drop its entry"
 
 
-@pytest.mark.parametrize("precision", PRECISIONS)
-@pytest.mark.parametrize("network", sorted(NETWORKS))
-@pytest.mark.parametrize("impl", sorted(IMPLEMENTATIONS))
+@pytest.mark.parametrize("impl, network, precision", [
+    slow_unless(impl == DEFAULT_IMPL or precision == "float32", impl, network, precision)
+    for impl in sorted(IMPLEMENTATIONS) for network in sorted(NETWORKS)
+    for precision in PRECISIONS])
 def test_every_op_of_the_train_step_has_a_gpu_kernel_or_a_host_op_entry(impl, network,
                                                                         precision):
     step, features, labels = tiny_step(network, impl, precision, jit=False)
@@ -97,8 +110,9 @@ def test_every_op_of_the_train_step_has_a_gpu_kernel_or_a_host_op_entry(impl, ne
     assert crossing_ops(missing) == []
 
 
-@pytest.mark.parametrize("network", sorted(NETWORKS))
-@pytest.mark.parametrize("impl", sorted(IMPLEMENTATIONS))
+@pytest.mark.parametrize("impl, network", [
+    slow_unless(impl == DEFAULT_IMPL, impl, network)
+    for impl in sorted(IMPLEMENTATIONS) for network in sorted(NETWORKS)])
 def test_the_jit_train_step_compiles_with_xla_as_a_whole(impl, network):
     step, features, labels = tiny_step(network, impl, "float32", jit=True)
     hlo = step.compiler_ir(features, labels)
