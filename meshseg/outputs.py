@@ -31,14 +31,13 @@ import tempfile
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from meshseg.errors import ConfigError, OutputError
+from meshseg.signals import STOP_SIGNALS  # held back while write_atomically_together renames
 
 # The causes of a failed write, as `os.strerror` words them (TensorFlow's messages quote
 # the same text).
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS,
                 errno.EFBIG, errno.EIO)
 WRITE_CAUSES = tuple(os.strerror(code) for code in WRITE_ERRNOS)
-# Held back while `write_atomically_together` renames (`meshseg.signals.STOP_SIGNALS`).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def write_failure_cause(error: BaseException) -> Optional[str]:
