@@ -10,12 +10,24 @@ import functools
 from typing import Dict, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import trimesh
 
 import meshseg.nn.ops
 from meshseg.batch import PADDING_VALUES, mesh_features
+from meshseg.config.schema import ImplConfig
 from meshseg.data.mesh.adjacency import mesh_edges
+
+# The implementation a run uses unless told otherwise: the one `-m "not slow"` checks
+# wherever a test repeats a check for every implementation.
+DEFAULT_IMPL = ImplConfig().name
+
+
+def slow_unless(fast: bool, *values):
+    """pytest.param(*values), marked slow unless `fast`."""
+    return pytest.param(*values, marks=() if fast else pytest.mark.slow)
+
 
 VARIABLE_NAMES = ("var_u", "var_v", "var_c", "var_w", "var_b")
 

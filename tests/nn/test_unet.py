@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers.graphs import assert_close_to_max
+from helpers.graphs import DEFAULT_IMPL, assert_close_to_max, slow_unless
 from helpers.hierarchy import grid_mesh_features, padded_batch
 from meshseg.batch import level_key
 from meshseg.nn.ops import IMPLEMENTATIONS
@@ -19,9 +19,7 @@ IMPLS = sorted(IMPLEMENTATIONS)
 # The whole network under every impl re-checks, at a larger size, what
 # tests/nn/test_ops_equivalence.py checks of each impl's convolution without `slow`: here
 # the default impl runs in `-m "not slow"`, the others in the full suite.
-DEFAULT_IMPL = "gather_matmul"
-NETWORK_IMPLS = [impl if impl == DEFAULT_IMPL else pytest.param(impl, marks=pytest.mark.slow)
-                 for impl in IMPLS]
+NETWORK_IMPLS = [slow_unless(impl == DEFAULT_IMPL, impl) for impl in IMPLS]
 LEVELS = 2
 WIDTH = 5  # input channels, e.g. xyz and two more
 SMALL_NET = dict(num_classes=4, num_weight_matrices=3, input_channels=8,

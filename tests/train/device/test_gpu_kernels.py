@@ -14,6 +14,7 @@ implementations, the same checks of other dtypes, run in the full suite.
 import pytest
 import tensorflow as tf
 
+from helpers.graphs import DEFAULT_IMPL, slow_unless
 from meshseg.config import OptimizerConfig
 from meshseg.nn.model import one_triangle
 from meshseg.nn.networks import build_network
@@ -25,13 +26,6 @@ from meshseg.train.run import build_optimizer
 from meshseg.train.loop.step import TrainStep
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
-DEFAULT_IMPL = "gather_matmul"
-
-
-def slow_unless(fast: bool, *values):
-    """pytest.param(*values), marked slow unless `fast`."""
-    return pytest.param(*values, marks=() if fast else pytest.mark.slow)
-
 
 # (settings, coarser levels of the batch) per network.
 NETWORKS = {
