@@ -7,7 +7,9 @@ validated and (optionally) given their adjacency in `--workers` processes; the
 parent writes the shards in input order. A bad mesh is logged with its file
 name and reason and skipped (listed in the manifest), or stops the conversion
 under `--strict`. Shards and manifest are written under temporary names and
-renamed only when everything succeeded.
+renamed only when everything succeeded. TensorFlow, which builds the records, starts
+once the first valid mesh is read: a conversion stopped by a bad mesh under `--strict`,
+or one without a valid mesh, ends within the time of reading it.
 
 Command line:
 

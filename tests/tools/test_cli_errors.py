@@ -4,7 +4,7 @@ kind (`meshseg.errors`; argparse's usage errors exit 2 as well) and no traceback
 Each case runs the tool as a new user does, `python -m <module> <arguments>`, in a folder
 that holds a valid mesh, a bad one, split files and two finished runs, one without its
 model. The cases of the tests selected run concurrently, once, in the `results` fixture:
-1.5 to 3.5 minutes on 2 cores (seven cases import TensorFlow), so the module is marked
+1.5 to 3.5 minutes on 2 cores (eight cases import TensorFlow), so the module is marked
 slow. A case marked `before_tensorflow` must fail before the tool imports TensorFlow
 (`-X importtime` lists every import).
 """
@@ -99,7 +99,7 @@ CASES = [
     case("convert-mesh-without-labels", CONVERT, f"{CONVERT_ARGS} --split-file unlabelled.txt",
          4, "meshes/unlabelled.off", "label file"),
     case("convert-no-valid-mesh", CONVERT, f"{CONVERT_ARGS} --split-file bad.txt --workers 1",
-         4, "no valid mesh", "bad.off", before_tensorflow=False),
+         4, "no valid mesh", "bad.off"),
 
     # Inputs are never outputs, --overwrite or not: the mesh, the label file (by path or
     # through a symlinked folder), a baseline's predictions over its data's labels.
@@ -121,20 +121,19 @@ CASES = [
          4, "cp1252.txt: line 2: not UTF-8 text (byte 0xe8 at column 3)"),
     case("convert-label-text-not-utf8", CONVERT,
          f"{CONVERT_ARGS} --split-file latin_labels.txt --strict --workers 1", 4,
-         "latin_labels.off", "labels/latin_labels.txt: line 3: not UTF-8 text",
-         before_tensorflow=False),
+         "latin_labels.off", "labels/latin_labels.txt: line 3: not UTF-8 text"),
     case("convert-off-comment-not-utf8", CONVERT,
          f"{CONVERT_ARGS} --split-file latin_mesh.txt --strict --workers 1", 4,
-         "latin_mesh.off: line 2: not UTF-8 text (byte 0xe8", before_tensorflow=False),
+         "latin_mesh.off: line 2: not UTF-8 text (byte 0xe8"),
     case("convert-labels-hold-strings", CONVERT,
          f"{CONVERT_ARGS} --split-file strings.txt --strict --workers 1", 4,
-         "labels/strings.npy", "hold strings", before_tensorflow=False),
+         "labels/strings.npy", "hold strings"),
     case("convert-labels-hold-complex-numbers", CONVERT,
          f"{CONVERT_ARGS} --split-file complex.txt --strict --workers 1", 4,
-         "labels/complex.npy", "hold complex numbers", before_tensorflow=False),
+         "labels/complex.npy", "hold complex numbers"),
     case("convert-labels-beyond-int32", CONVERT,
          f"{CONVERT_ARGS} --split-file huge.txt --strict --workers 1", 4,
-         "labels/huge.npy", "label 1e+20 at index 2 is outside int32", before_tensorflow=False),
+         "labels/huge.npy", "label 1e+20 at index 2 is outside int32"),
     case("predict-model-cut-in-half", PREDICT, "run_cut_model meshes/good.off", 4,
          "run_cut_model/model.keras is damaged", "not a whole zip archive"),
     case("predict-model-not-a-zip", PREDICT, "run meshes/good.off --out fresh", 4,

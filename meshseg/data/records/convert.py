@@ -13,6 +13,7 @@ temporary names and renamed only when everything succeeded.
 """
 
 import fnmatch
+import itertools
 import logging
 import multiprocessing
 import signal
@@ -229,9 +230,6 @@ def convert_split(
     if frame not in FRAMES:
         raise ValueError(f"frame must be one of {', '.join(FRAMES)}, got {frame!r}")
     features = stored_features(features)
-    start_tensorflow_quietly()
-    from meshseg.data.records.writer import write_records_atomically  # TF: see `_record`
-
     jobs = [dict(mesh_path=str(m), label_path=str(l), label_offset=label_offset,
                  num_classes=num_classes, label_kind=label_kind, features=features,
                  levels=levels, coarsening=coarsening, descriptor_cache=descriptor_cache,
@@ -242,7 +240,7 @@ def convert_split(
     final_paths = shard_paths(out_prefix, num_shards)
     entries, skipped = [], []
 
-    def records():
+    def valid_meshes():  # (index, job, converted mesh) of each valid mesh, in job order
         results = _loaded_meshes(jobs, workers)
         progress = tqdm(zip(jobs, results), total=len(jobs), unit="mesh",
                         desc=f"Converting {Path(out_prefix).name}")
@@ -255,13 +253,24 @@ def convert_split(
                 continue
             if result.derived.pose is not None and ambiguity(result.derived.pose):
                 log.warning("%s: %s", job["mesh_path"], ambiguity(result.derived.pose))
+            yield index, job, result
+        if len(skipped) == len(jobs):
+            raise DataError(f"no valid mesh among {len(jobs)}; first reason: "
+                             f"{skipped[0]['source']}: {skipped[0]['reason']}")
+
+    # TensorFlow (the tables and records) starts once the first valid mesh is read, so a
+    # bad mesh under `strict`, or a set without a valid mesh, ends without it.
+    meshes = valid_meshes()
+    first = next(meshes)
+    start_tensorflow_quietly()
+    from meshseg.data.records.writer import write_records_atomically  # TF: see `_record`
+
+    def records():
+        for index, job, result in itertools.chain([first], meshes):
             table = _table(result)
             entries.append(_manifest_entry(result, table, job["mesh_path"], job["label_path"],
                                            int(shard_of[index])))
             yield int(shard_of[index]), _record(result, table, adjacency)
-        if not entries:
-            raise DataError(f"no valid mesh among {len(jobs)}; first reason: "
-                             f"{skipped[0]['source']}: {skipped[0]['reason']}")
 
     settings = dict(num_classes=num_classes, label_offset=label_offset,
                     label_kind=label_kind, adjacency=adjacency, features=list(features),
