@@ -4,7 +4,7 @@ kind (`meshseg.errors`; argparse's usage errors exit 2 as well) and no traceback
 Each case runs the tool as a new user does, `python -m <module> <arguments>`, in a folder
 that holds a valid mesh, a bad one, split files and two finished runs, one without its
 model. The cases of the tests selected run concurrently, once, in the `results` fixture:
-1.5 to 3.5 minutes on 2 cores (eight cases import TensorFlow), so the module is marked
+1.5 to 3.5 minutes on 2 cores (five cases import TensorFlow), so the module is marked
 slow. A case marked `before_tensorflow` must fail before the tool imports TensorFlow
 (`-X importtime` lists every import).
 """
@@ -212,11 +212,10 @@ CASES = [
     case("download-root-is-a-file", DOWNLOAD, "rna --root train.txt", 2, "--root train.txt",
          "is a file"),
 
-    case("bench-unknown-impl", BENCH, "--impl nonsense", 2, "--impl", "nonsense",
-         before_tensorflow=False),
-    case("bench-bad-jit", BENCH, "--jit maybe", 2, "--jit", "maybe", before_tensorflow=False),
+    case("bench-unknown-impl", BENCH, "--impl nonsense", 2, "--impl", "nonsense"),
+    case("bench-bad-jit", BENCH, "--jit maybe", 2, "--jit", "maybe"),
     case("bench-out-is-a-file", BENCH, "--out train.txt --peak_size 0", 2, "--out train.txt",
-         "is a file", before_tensorflow=False),
+         "is a file"),
 ]
 
 

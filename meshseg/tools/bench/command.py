@@ -39,7 +39,7 @@ from meshseg.cli import at_least, command, output_dir
 from meshseg.config import MAX_THREADS
 from meshseg.config import PRECISIONS as RUN_PRECISIONS
 from meshseg.console import start_tensorflow_quietly
-from meshseg.registry import NETWORKS
+from meshseg.registry import IMPLEMENTATIONS, NETWORKS
 from meshseg.signals import run_child
 from meshseg.tools.bench.worker import ICOSPHERE_SIZES
 from meshseg.tools.bench.roofline import MODES
@@ -95,11 +95,8 @@ def _comma_list(kind: str, parse, choices: Optional[Sequence]):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line's parser (imports TensorFlow, without its native start-up lines,
-    for the implementations' names)."""
-    start_tensorflow_quietly()
-    from meshseg.nn.ops import IMPLEMENTATIONS
-
+    """The command line's parser (the implementations' names from the registry: no
+    TensorFlow)."""
     parser = argparse.ArgumentParser(
         prog="meshseg-bench", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -167,6 +164,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"--sort: unknown column {args.sort!r}; choose from "
                      f"{', '.join(dict.fromkeys(sortable))}")
     output_dir("--out", args.out)
+    start_tensorflow_quietly()  # for the results' metadata; every option is checked by now
     jits = [jit == "true" for jit in args.jit]
     modes = list(dict.fromkeys(args.mode + (["backward", "train"] if args.backward else [])))
 
