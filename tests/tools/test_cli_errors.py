@@ -4,7 +4,7 @@ kind (`meshseg.errors`; argparse's usage errors exit 2 as well) and no traceback
 Each case runs the tool as a new user does, `python -m <module> <arguments>`, in a folder
 that holds a valid mesh, a bad one, split files and two finished runs, one without its
 model. The cases of the tests selected run concurrently, once, in the `results` fixture:
-1.5 to 3.5 minutes on 2 cores (five cases import TensorFlow), so the module is marked
+about a minute on 2 cores (five cases import TensorFlow), so the module is marked
 slow. A case marked `before_tensorflow` must fail before the tool imports TensorFlow
 (`-X importtime` lists every import).
 """
