@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from meshseg.cli import at_least, command
 from meshseg.console import start_tensorflow_quietly
-from meshseg.registry import NETWORKS
+from meshseg.registry import IMPLEMENTATIONS, NETWORKS
 from meshseg.tools.bench.command import PRECISIONS
 from meshseg.tools.bench.worker import ICOSPHERE_SIZES
 
@@ -56,11 +56,8 @@ def variant_name(letter: str, variants: Dict[str, tuple]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line's parser (imports TensorFlow, without its native start-up lines,
-    for the implementations' names)."""
-    start_tensorflow_quietly()
-    from meshseg.nn.ops import IMPLEMENTATIONS
-
+    """The command line's parser (the implementations' names from the registry: no
+    TensorFlow)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", choices=list(NETWORKS), default="feastnet_unet")
     parser.add_argument("--precision", default="float32,mixed_bfloat16",
@@ -84,10 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
 @command
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Command-line entry point; returns 0. A bad option is argparse's usage error (exit 2)."""
-    parser = build_parser()
-    from meshseg.nn.ops import IMPLEMENTATIONS
     from meshseg.tools.bench.worker import make_step, model_and_batch
 
+    parser = build_parser()
     args = parser.parse_args(argv)
     precisions, impls = args.precision.split(","), args.impl.split(",")
     if max(len(precisions), len(impls)) > 2:
@@ -105,6 +101,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         unknown = [value for value in values if value not in choices]
         if unknown:
             parser.error(f"{name}: unknown {', '.join(unknown)}; choose from {', '.join(choices)}")
+    start_tensorflow_quietly()  # every option is checked by now
 
     steps, batches = {}, {}
     for letter, (precision, impl, overrides) in variants.items():
